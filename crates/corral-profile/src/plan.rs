@@ -1,0 +1,134 @@
+//! The plan: a profile expanded for one tenant and validated. It is pure data
+//! (like bubblewrap's list of setup operations): `corral up` executes it and
+//! nothing in it needs to be looked up again.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// A tenant: by default a Unix user, looked up in the passwd database.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tenant {
+    /// Tenant name: `[a-z_][a-z0-9_.-]{0,31}` (a Unix user name).
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub home: PathBuf,
+    pub shell: PathBuf,
+    /// Every group of the user (primary first): (name, gid).
+    pub groups: Vec<(String, u32)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetMode {
+    /// Share the host's network namespace.
+    Host,
+    /// A new network namespace holding only loopback.
+    None,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Namespaces {
+    /// Always true: a sandbox is a mount namespace.
+    pub mount: bool,
+    pub pid: bool,
+    pub ipc: bool,
+    pub uts: bool,
+    pub cgroup: bool,
+    pub net: NetMode,
+    /// A user namespace mapping the tenant's uid/gid to themselves.
+    pub user: bool,
+}
+
+/// One rootfs operation. Every `dst` is an absolute path inside the sandbox,
+/// normalised (no `.`, `..`, or repeated `/`). Sources are absolute host paths.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum MountOp {
+    /// bind / ro-bind / dev-bind and their -try forms.
+    Bind { src: PathBuf, dst: PathBuf, ro: bool, dev: bool, optional: bool },
+    Tmpfs { dst: PathBuf, size: Option<u64>, mode: u32 },
+    Dir { dst: PathBuf, mode: u32 },
+    Symlink { target: PathBuf, dst: PathBuf },
+    File { dst: PathBuf, content: String, mode: u32 },
+    /// Copy a host file's content into a new file (not a bind).
+    Copy { src: PathBuf, dst: PathBuf, mode: Option<u32> },
+    Proc { dst: PathBuf },
+    /// A minimal /dev: null zero full random urandom tty, pts, shm.
+    Dev { dst: PathBuf },
+    RemountRo { dst: PathBuf },
+    /// Mask a path: an empty read-only tmpfs on a directory, /dev/null on a file.
+    Hide { dst: PathBuf },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum TmpPlan {
+    /// A disk-backed host directory (created 01700 owned by the tenant) bound on /tmp.
+    Disk { host_dir: PathBuf },
+    Tmpfs { size: Option<u64> },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvPlan {
+    /// Variables passed through from the caller's environment when set.
+    pub keep: Vec<String>,
+    /// Variables set (after `keep`, so they win).
+    pub set: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SeccompAction {
+    /// Fail the syscall with EPERM.
+    Errno,
+    /// Kill the process.
+    Kill,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeccompPlan {
+    pub enabled: bool,
+    pub action: SeccompAction,
+    pub allow_ptrace: bool,
+    pub allow_io_uring: bool,
+    /// Extra syscall names to deny.
+    pub deny: Vec<String>,
+    /// Syscall names removed from the default deny list.
+    pub allow: Vec<String>,
+}
+
+/// Where a limit value came from, so errors can point at file and line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    pub file: PathBuf,
+    pub line: usize,
+}
+
+/// Limits as written: the plan's values overlaid with the tenant's overrides.
+/// corral-limits turns this into typed limits (and reports errors with origin).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LimitsSource {
+    /// Plan name (`default` if none is given).
+    pub plan: String,
+    /// Dotted key (e.g. `cpu`, `memory.max`, `io.read_bps`) → value and origin.
+    pub values: BTreeMap<String, (toml::Value, Origin)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub tenant: Tenant,
+    pub hostname: String,
+    /// Working directory inside the sandbox for processes that don't ask for one.
+    pub workdir: PathBuf,
+    pub namespaces: Namespaces,
+    /// In order; the generated /etc/passwd, /etc/group and /tmp come after these.
+    pub mounts: Vec<MountOp>,
+    pub tmp: TmpPlan,
+    pub env: EnvPlan,
+    pub seccomp: SeccompPlan,
+    pub limits: LimitsSource,
+    /// Files the plan was read from (template, tenant override, plan file).
+    pub sources: Vec<PathBuf>,
+}

@@ -1,0 +1,332 @@
+//! The tenant init: pid 1 of the sandbox's pid namespace. It builds the
+//! rootfs (single-threaded, freshly exec'd — the safest place for it), then
+//! holds the namespaces, reaps zombies and serves spawn requests on the
+//! control socket until SIGTERM, when it kills everything in the sandbox.
+
+use crate::proto::{self, InitStatus, Reply, Request, SetupReply, SpawnRequest};
+use crate::spawn::{Exec, ExecSpec};
+use corral_profile::plan::Plan;
+use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{kill, SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::socket::{accept4, getsockopt, recvmsg, send, sockopt, ControlMessageOwned, MsgFlags, SockFlag};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::io::{IoSliceMut, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Setup {
+    pub plan: Plan,
+    /// Empty host directory the new root is built on.
+    pub root: PathBuf,
+}
+
+struct Child {
+    conn: Option<u64>,
+    deadline: Option<Instant>,
+    timed_out: bool,
+}
+
+struct Init {
+    plan: Plan,
+    security: corral_security::Prepared,
+    rlimits: Vec<(libc::c_int, u64, u64)>,
+    devnull: OwnedFd,
+    conns: HashMap<u64, OwnedFd>,
+    children: HashMap<i32, Child>,
+    next_conn: u64,
+    spawned_total: u64,
+}
+
+/// Entry point of the corral-init binary. fd 3: setup stream, fd 4: control listener.
+pub fn main() -> ! {
+    // SAFETY: `corral up` passes exactly these two fds to the exec'd init.
+    let (mut setup, listener) = unsafe { (std::fs::File::from_raw_fd(3), OwnedFd::from_raw_fd(4)) };
+    for fd in [3, 4] {
+        // SAFETY: fcntl on our own fds.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    // Never hold the caller's terminal or pipes open.
+    let devnull = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").map(OwnedFd::from);
+    if let Ok(d) = &devnull {
+        for fd in 0..3 {
+            // SAFETY: dup2 onto stdio.
+            unsafe { libc::dup2(d.as_raw_fd(), fd) };
+        }
+    }
+    // Tenant processes must not be able to read our memory or /proc/1/exe.
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    let result = devnull.map_err(|e| format!("open /dev/null: {e}")).and_then(|d| prepare(&mut setup, d));
+    let init = match result {
+        Ok(i) => i,
+        Err(message) => {
+            let _ = send_setup(&mut setup, &SetupReply::Failed { message });
+            std::process::exit(1);
+        }
+    };
+    if send_setup(&mut setup, &SetupReply::Ready).is_err() {
+        std::process::exit(1);
+    }
+    drop(setup);
+    init.serve(listener)
+}
+
+fn send_setup(f: &mut std::fs::File, r: &SetupReply) -> std::io::Result<()> {
+    let b = proto::encode(r);
+    f.write_all(&(b.len() as u32).to_le_bytes())?;
+    f.write_all(&b)
+}
+
+fn prepare(setup: &mut std::fs::File, devnull: OwnedFd) -> Result<Init, String> {
+    let mut len = [0u8; 4];
+    setup.read_exact(&mut len).map_err(|e| format!("read setup: {e}"))?;
+    let mut buf = vec![0u8; u32::from_le_bytes(len) as usize];
+    setup.read_exact(&mut buf).map_err(|e| format!("read setup: {e}"))?;
+    let s: Setup = serde_json::from_slice(&buf).map_err(|e| format!("decode setup: {e}"))?;
+    drop(buf);
+    crate::rootfs::build(&s.plan, &s.root).map_err(|e| e.to_string())?;
+    if s.plan.namespaces.uts {
+        nix::unistd::sethostname(&s.plan.hostname).map_err(|e| format!("sethostname {}: {e}", s.plan.hostname))?;
+    }
+    let limits = corral_limits::Limits::from_source(&s.plan.limits).map_err(|e| e.to_string())?;
+    let groups: Vec<libc::gid_t> = s.plan.tenant.groups.iter().map(|g| g.1).collect();
+    let security = corral_security::prepare(&s.plan.seccomp, s.plan.tenant.uid, s.plan.tenant.gid, &groups).map_err(|e| e.to_string())?;
+    // /dev/null inside the sandbox if the profile has one (what spawned
+    // processes get for missing stdio); else the host one we opened before.
+    let devnull = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").map(OwnedFd::from).unwrap_or(devnull);
+    Ok(Init {
+        rlimits: limits.rlimits(),
+        plan: s.plan,
+        security,
+        devnull,
+        conns: HashMap::new(),
+        children: HashMap::new(),
+        next_conn: 1,
+        spawned_total: 0,
+    })
+}
+
+impl Init {
+    fn serve(mut self, listener: OwnedFd) -> ! {
+        let mut mask = SigSet::empty();
+        for s in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+            mask.add(s);
+        }
+        mask.thread_block().expect("block signals");
+        let mut sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK).expect("signalfd");
+        loop {
+            let ids: Vec<u64> = self.conns.keys().copied().collect();
+            let timeout = self.next_deadline();
+            let mut ready = Vec::new();
+            {
+                let mut fds = vec![PollFd::new(sfd.as_fd(), PollFlags::POLLIN), PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+                for id in &ids {
+                    fds.push(PollFd::new(self.conns[id].as_fd(), PollFlags::POLLIN));
+                }
+                match poll(&mut fds, timeout) {
+                    Ok(_) | Err(Errno::EINTR) => {}
+                    Err(_) => continue,
+                }
+                let ev = |f: &PollFd| f.revents().map(|r| !r.is_empty()).unwrap_or(false);
+                ready.push(ev(&fds[0]));
+                ready.push(ev(&fds[1]));
+                for f in &fds[2..] {
+                    ready.push(ev(f));
+                }
+            }
+            if ready[0] {
+                while let Ok(Some(info)) = sfd.read_signal() {
+                    if info.ssi_signo == Signal::SIGCHLD as u32 {
+                        self.reap();
+                    } else {
+                        self.shutdown();
+                    }
+                }
+            }
+            if ready[1] {
+                self.accept(&listener);
+            }
+            for (i, id) in ids.iter().enumerate() {
+                if ready[2 + i] {
+                    self.handle(*id);
+                }
+            }
+            self.expire();
+        }
+    }
+
+    fn next_deadline(&self) -> PollTimeout {
+        let now = Instant::now();
+        match self.children.values().filter_map(|c| c.deadline).min() {
+            None => PollTimeout::NONE,
+            Some(d) => {
+                let ms = d.saturating_duration_since(now).as_millis().min(60_000) as i32;
+                PollTimeout::try_from(ms + 1).unwrap_or(PollTimeout::MAX)
+            }
+        }
+    }
+
+    fn accept(&mut self, listener: &OwnedFd) {
+        while let Ok(fd) = accept4(listener.as_raw_fd(), SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK) {
+            // SAFETY: accept4 returned a new fd that we own.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            // Only root on the host may drive the init.
+            match getsockopt(&fd, sockopt::PeerCredentials) {
+                Ok(c) if c.uid() == 0 => {
+                    self.conns.insert(self.next_conn, fd);
+                    self.next_conn += 1;
+                }
+                _ => drop(fd),
+            }
+        }
+    }
+
+    fn handle(&mut self, id: u64) {
+        let mut buf = vec![0u8; proto::MAX_MESSAGE];
+        let mut cmsg = nix::cmsg_space!([RawFd; 3]);
+        let (n, fds) = {
+            let fd = self.conns[&id].as_raw_fd();
+            let mut iov = [IoSliceMut::new(&mut buf)];
+            match recvmsg::<()>(fd, &mut iov, Some(&mut cmsg), MsgFlags::MSG_CMSG_CLOEXEC) {
+                Ok(m) => {
+                    let mut fds: Vec<OwnedFd> = Vec::new();
+                    for c in m.cmsgs().into_iter().flatten() {
+                        if let ControlMessageOwned::ScmRights(v) = c {
+                            // SAFETY: fds received via SCM_RIGHTS are ours.
+                            fds.extend(v.into_iter().map(|f| unsafe { OwnedFd::from_raw_fd(f) }));
+                        }
+                    }
+                    (m.bytes, fds)
+                }
+                Err(Errno::EAGAIN) | Err(Errno::EINTR) => return,
+                Err(_) => (0, Vec::new()),
+            }
+        };
+        if n == 0 {
+            self.disconnect(id);
+            return;
+        }
+        let reply = match proto::decode::<Request>(&buf[..n]) {
+            Ok(Request::Spawn(req)) => self.spawn(id, &req, fds),
+            Ok(Request::Signal { pid, signal }) => self.signal(id, pid, signal),
+            Ok(Request::Status) => Reply::Status(InitStatus {
+                version: proto::VERSION,
+                children: self.children.len() as u32,
+                services: self.children.values().filter(|c| c.conn.is_none()).count() as u32,
+                spawned_total: self.spawned_total,
+            }),
+            Err(e) => Reply::Error { message: format!("bad request: {e}") },
+        };
+        self.reply(id, &reply);
+    }
+
+    fn reply(&mut self, id: u64, r: &Reply) {
+        if let Some(fd) = self.conns.get(&id) {
+            // Blocking briefly is fine: replies are tiny and the peer reads them.
+            let _ = send(fd.as_raw_fd(), &proto::encode(r), MsgFlags::MSG_NOSIGNAL);
+        }
+    }
+
+    fn spawn(&mut self, id: u64, req: &SpawnRequest, fds: Vec<OwnedFd>) -> Reply {
+        let null = self.devnull.as_raw_fd();
+        let stdio = [0, 1, 2].map(|i| Some(fds.get(i).map(|f| f.as_raw_fd()).unwrap_or(null)));
+        let spec = ExecSpec { argv: &req.argv, env: &req.env, cwd: &req.cwd, stdio, new_session: true, cgroup_procs: Vec::new() };
+        let exec = match Exec::prepare(&self.security, &self.rlimits, spec) {
+            Ok(e) => e,
+            Err(e) => return Reply::Failed { step: e.to_string(), errno: 0 },
+        };
+        match exec.spawn() {
+            Ok(pid) => {
+                self.spawned_total += 1;
+                let deadline = (req.timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(req.timeout_ms));
+                self.children.insert(pid.as_raw(), Child { conn: (!req.detach).then_some(id), deadline, timed_out: false });
+                Reply::Spawned { pid: pid.as_raw() }
+            }
+            Err(crate::spawn::SpawnError::Child { step, errno }) => Reply::Failed { step: step.to_string(), errno: errno as i32 },
+            Err(e) => Reply::Failed { step: e.to_string(), errno: 0 },
+        }
+    }
+
+    fn signal(&mut self, id: u64, pid: i32, signal: i32) -> Reply {
+        match self.children.get(&pid) {
+            Some(c) if c.conn == Some(id) => {
+                let sig = Signal::try_from(signal).unwrap_or(Signal::SIGKILL);
+                let _ = kill(Pid::from_raw(-pid), sig);
+                Reply::Status(self.status())
+            }
+            _ => Reply::Error { message: format!("pid {pid} was not spawned by this connection") },
+        }
+    }
+
+    fn status(&self) -> InitStatus {
+        InitStatus {
+            version: proto::VERSION,
+            children: self.children.len() as u32,
+            services: self.children.values().filter(|c| c.conn.is_none()).count() as u32,
+            spawned_total: self.spawned_total,
+        }
+    }
+
+    fn reap(&mut self) {
+        loop {
+            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(pid, code)) => self.exited(pid.as_raw(), Some(code), None),
+                Ok(WaitStatus::Signaled(pid, sig, _)) => self.exited(pid.as_raw(), None, Some(sig as i32)),
+                Ok(WaitStatus::StillAlive) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    }
+
+    fn exited(&mut self, pid: i32, code: Option<i32>, signal: Option<i32>) {
+        // Orphans re-parented to us are reaped too; only our own spawns report.
+        if let Some(c) = self.children.remove(&pid) {
+            if let Some(id) = c.conn {
+                self.reply(id, &Reply::Exited { pid, code, signal, timed_out: c.timed_out });
+            }
+        }
+    }
+
+    fn expire(&mut self) {
+        let now = Instant::now();
+        for (pid, c) in self.children.iter_mut() {
+            if c.deadline.is_some_and(|d| d <= now) && !c.timed_out {
+                c.timed_out = true;
+                c.deadline = None;
+                let _ = kill(Pid::from_raw(-pid), Signal::SIGKILL);
+                let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+            }
+        }
+    }
+
+    /// The client went away: whatever it started (and didn't detach) ends.
+    fn disconnect(&mut self, id: u64) {
+        self.conns.remove(&id);
+        for (pid, c) in self.children.iter_mut() {
+            if c.conn == Some(id) {
+                c.conn = None;
+                let _ = kill(Pid::from_raw(-pid), Signal::SIGKILL);
+                let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+            }
+        }
+    }
+
+    fn shutdown(&mut self) -> ! {
+        if std::process::id() == 1 {
+            // pid 1 of its own namespace: -1 reaches exactly the sandbox.
+            let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+        } else {
+            for pid in self.children.keys() {
+                let _ = kill(Pid::from_raw(-pid), Signal::SIGKILL);
+            }
+        }
+        std::process::exit(0)
+    }
+}

@@ -1,0 +1,118 @@
+//! `corral run`: join a running tenant's namespaces (one setns per persisted
+//! namespace file: O(1), no /proc scan), fork, drop privileges, exec.
+
+use crate::lifecycle::SandboxError;
+use crate::namespaces;
+use crate::spawn::{environment, Exec, ExecSpec, SpawnError};
+use crate::state::{Layout, TenantState};
+use corral_limits::{Backend, EntryGuard, EntrySlots, Limits, TenantCgroup};
+use corral_profile::plan::Plan;
+use nix::sys::signal::{self, SigHandler, Signal};
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::Pid;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    #[error("tenant {0} is not up")]
+    NotUp(String),
+    #[error("tenant {tenant}: entry-process limit reached ({limit} running)")]
+    EntryLimit { tenant: String, limit: u32 },
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// What a join needs from the state dir, loaded once.
+pub struct Target {
+    pub state: TenantState,
+    pub plan: Plan,
+    pub limits: Limits,
+}
+
+pub fn load(layout: &Layout, tenant: &str) -> Result<Target, JoinError> {
+    let dir = layout.tenant(tenant);
+    let state = match dir.read_state() {
+        Ok(Some(s)) if s.init_alive() => s,
+        Ok(_) => return Err(JoinError::NotUp(tenant.to_string())),
+        Err(e) => return Err(JoinError::Other(format!("read {}: {e}", dir.state().display()))),
+    };
+    let raw = std::fs::read(dir.plan()).map_err(|e| JoinError::Other(format!("read {}: {e}", dir.plan().display())))?;
+    let plan: Plan = serde_json::from_slice(&raw).map_err(|e| JoinError::Other(format!("parse {}: {e}", dir.plan().display())))?;
+    let limits = Limits::from_source(&plan.limits).map_err(|e| JoinError::Other(e.to_string()))?;
+    Ok(Target { state, plan, limits })
+}
+
+/// Take an entry-process slot for the tenant (released when the guard drops).
+pub fn entry(layout: &Layout, t: &Target) -> Result<Option<EntryGuard>, JoinError> {
+    let Some(limit) = t.limits.entry_processes else { return Ok(None) };
+    let slots = EntrySlots::open(&layout.tenant(&t.state.tenant).entry(), limit).map_err(|e| JoinError::Other(e.to_string()))?;
+    match slots.try_acquire() {
+        Ok(g) => Ok(Some(g)),
+        Err(corral_limits::EntryError::Full { limit }) => Err(JoinError::EntryLimit { tenant: t.state.tenant.clone(), limit }),
+        Err(e) => Err(JoinError::Other(e.to_string())),
+    }
+}
+
+pub struct RunOptions {
+    pub argv: Vec<String>,
+    pub cwd: Option<String>,
+    pub env: Vec<(String, String)>,
+}
+
+static CHILD: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward(sig: libc::c_int) {
+    let pid = CHILD.load(Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+/// Join the tenant and run a command in the foreground; returns its exit
+/// status the way a shell reports it (128+N for signal N).
+pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinError> {
+    let dir = layout.tenant(&t.state.tenant);
+    let _slot = entry(layout, t)?;
+    // Join the cgroup first (the child is then born inside it: no window in
+    // which tenant code runs unlimited), while host paths are still visible.
+    if let Some(cg) = &t.state.cgroup {
+        let backend = Backend::detect(&t.state.cgroup_parent).map_err(|e| JoinError::Other(format!("cgroup: {e}")))?;
+        let cg = TenantCgroup::open(&backend, cg).map_err(|e| JoinError::Other(format!("cgroup: {e}")))?;
+        cg.add_pid(std::process::id() as i32).map_err(|e| JoinError::Other(format!("cgroup: {e}")))?;
+    }
+    let groups: Vec<libc::gid_t> = t.plan.tenant.groups.iter().map(|g| g.1).collect();
+    let security = corral_security::prepare(&t.plan.seccomp, t.plan.tenant.uid, t.plan.tenant.gid, &groups)
+        .map_err(|e| JoinError::Other(e.to_string()))?;
+    let rlimits = t.limits.rlimits();
+    let fds = namespaces::open(&dir.ns(), &t.state.namespaces).map_err(SandboxError::from)?;
+    namespaces::join(&fds).map_err(SandboxError::from)?;
+    drop(fds);
+    let env = environment(&t.plan, std::env::vars(), &opts.env);
+    let cwd = opts.cwd.clone().unwrap_or_else(|| t.plan.workdir.to_string_lossy().into_owned());
+    let spec = ExecSpec { argv: &opts.argv, env: &env, cwd: &cwd, stdio: [None; 3], new_session: false, cgroup_procs: Vec::new() };
+    let exec = Exec::prepare(&security, &rlimits, spec)?;
+    let pid = exec.spawn()?;
+    CHILD.store(pid.as_raw(), Ordering::Relaxed);
+    for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGQUIT, Signal::SIGUSR1, Signal::SIGUSR2] {
+        // SAFETY: `forward` only calls kill, which is async-signal-safe.
+        unsafe { signal::signal(s, SigHandler::Handler(forward)) }.ok();
+    }
+    wait_code(pid)
+}
+
+fn wait_code(pid: Pid) -> Result<i32, JoinError> {
+    loop {
+        match waitpid(pid, None) {
+            Ok(WaitStatus::Exited(_, c)) => return Ok(c),
+            Ok(WaitStatus::Signaled(_, s, _)) => return Ok(128 + s as i32),
+            Ok(_) => continue,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(JoinError::Other(format!("wait: {e}"))),
+        }
+    }
+}

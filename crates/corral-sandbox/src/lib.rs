@@ -1,0 +1,19 @@
+//! corral sandboxes: a tenant's namespaces and rootfs, built once by a tiny
+//! per-tenant init, persisted as namespace files, and joined in O(1).
+//!
+//! profile → plan → [`lifecycle::up`] (namespaces, [`rootfs`], [`init`]) →
+//! [`join::run`] / [`client::Client`] spawns → [`lifecycle::down`].
+
+pub mod client;
+mod fsutil;
+pub mod init;
+pub mod join;
+pub mod lifecycle;
+pub mod namespaces;
+pub mod proto;
+pub mod rootfs;
+pub mod spawn;
+pub mod state;
+
+pub use lifecycle::{down, up, SandboxError, UpOptions, UpOutcome};
+pub use state::Layout;

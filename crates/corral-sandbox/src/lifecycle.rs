@@ -1,0 +1,311 @@
+//! `up` and `down`: build a tenant's persisted sandbox, and take it apart.
+//!
+//! The sequence (validate first, then a straight line of steps):
+//! 1. lock the tenant (flock), so concurrent first uses build one sandbox;
+//! 2. create the tenant's cgroup and apply its limits;
+//! 3. fork an intermediate child, move it into the cgroup, unshare the
+//!    namespaces, fork the init (pid 1 of the new pid namespace) which execs
+//!    corral-init with the setup socket and the control listener;
+//! 4. send the plan; the init builds the rootfs, pivots and answers Ready;
+//! 5. persist the namespace files and write state.json atomically.
+//!
+//! Any failure after step 2 undoes everything done so far.
+
+use crate::namespaces;
+use crate::proto::{self, SetupReply};
+use crate::state::{now_unix, process_start, write_atomic, Layout, TenantDir, TenantState};
+use corral_limits::{Backend, Limits, TenantCgroup};
+use corral_profile::plan::Plan;
+use nix::errno::Errno;
+use nix::sys::signal::{kill, Signal};
+use nix::sys::socket::{socket, socketpair, AddressFamily, SockFlag, SockType, UnixAddr};
+use nix::unistd::{fork, ForkResult, Pid};
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("{0}: {1}")]
+    Io(String, #[source] std::io::Error),
+    #[error("{0}: {1}")]
+    Sys(String, Errno),
+    #[error("cgroup: {0}")]
+    Cgroup(String),
+    #[error("tenant init for {tenant} failed to build the sandbox: {message}")]
+    Setup { tenant: String, message: String },
+    #[error("tenant {0} is not up")]
+    NotUp(String),
+    #[error(transparent)]
+    Ns(#[from] namespaces::NsError),
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SandboxError {
+    let w = what.into();
+    move |e| SandboxError::Io(w, e)
+}
+fn sys(what: impl Into<String>) -> impl FnOnce(Errno) -> SandboxError {
+    let w = what.into();
+    move |e| SandboxError::Sys(w, e)
+}
+
+pub struct UpOptions {
+    /// Path of the corral-init binary.
+    pub init: PathBuf,
+    /// cgroup parent (below the cgroup root), e.g. "corral".
+    pub cgroup_parent: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpOutcome {
+    Created { pid: i32 },
+    /// Already running; `stale` when the profile changed since it was built.
+    AlreadyUp { pid: i32, stale: bool },
+}
+
+/// An exclusive flock on the tenant's lock file, released on drop. Lock files
+/// live in <state>/locks and are never removed (removing a lock file others
+/// may be waiting on would let two holders in).
+pub struct TenantLock(#[allow(dead_code)] std::fs::File);
+
+pub fn lock(layout: &Layout, tenant: &str) -> Result<TenantLock, SandboxError> {
+    let dir = layout.state_dir.join("locks");
+    std::fs::create_dir_all(&dir).map_err(io(format!("create {}", dir.display())))?;
+    let p = dir.join(format!("{tenant}.lock"));
+    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&p).map_err(io(format!("open {}", p.display())))?;
+    nix::fcntl::flock(f.as_raw_fd(), nix::fcntl::FlockArg::LockExclusive).map_err(sys(format!("lock {}", p.display())))?;
+    Ok(TenantLock(f))
+}
+
+/// Bring the tenant up (idempotent).
+pub fn up(layout: &Layout, plan: &Plan, limits: &Limits, opts: &UpOptions) -> Result<UpOutcome, SandboxError> {
+    let name = &plan.tenant.name;
+    let _lock = lock(layout, name)?;
+    let dir = layout.tenant(name);
+    if let Some(st) = dir.read_state().map_err(io(format!("read {}", dir.state().display())))? {
+        if st.init_alive() && st.proto == proto::VERSION {
+            return Ok(UpOutcome::AlreadyUp { pid: st.init_pid, stale: st.digest != plan.digest() });
+        }
+        // A dead (or incompatible) sandbox: clear it before building anew.
+        teardown_locked(layout, name)?;
+    }
+    create(layout, &dir, plan, limits, opts)
+}
+
+fn create(layout: &Layout, dir: &TenantDir, plan: &Plan, limits: &Limits, opts: &UpOptions) -> Result<UpOutcome, SandboxError> {
+    let mut undo = Undo { layout: layout.clone(), tenant: plan.tenant.name.clone(), cgroup_parent: opts.cgroup_parent.clone(), armed: true, init: None };
+    for d in [&layout.state_dir, &layout.tenants(), &dir.dir] {
+        std::fs::create_dir_all(d).map_err(io(format!("create {}", d.display())))?;
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).map_err(io(format!("chmod {}", d.display())))?;
+    }
+    std::fs::create_dir_all(dir.root()).map_err(io("create root mount point"))?;
+    std::fs::create_dir_all(dir.entry()).map_err(io("create entry dir"))?;
+    write_atomic(&dir.plan(), &serde_json::to_vec(plan).expect("plan serializes"), 0o600).map_err(io("write plan.json"))?;
+
+    let backend = Backend::detect(&opts.cgroup_parent).map_err(|e| SandboxError::Cgroup(e.to_string()))?;
+    let cg = TenantCgroup::create(&backend, &plan.tenant.name).map_err(|e| SandboxError::Cgroup(e.to_string()))?;
+    cg.apply(limits).map_err(|e| SandboxError::Cgroup(e.to_string()))?;
+
+    let listener = control_listener(&dir.control())?;
+    let (setup_host, setup_init) = socketpair(AddressFamily::Unix, SockType::Stream, None, SockFlag::SOCK_CLOEXEC).map_err(sys("socketpair"))?;
+    let pid = start_init(plan, opts, &cg, setup_init, listener)?;
+    undo.init = Some(pid);
+
+    let mut setup = std::fs::File::from(setup_host);
+    let msg = serde_json::to_vec(&crate::init::Setup { plan: plan.clone(), root: dir.root() }).expect("setup serializes");
+    setup.write_all(&(msg.len() as u32).to_le_bytes()).and_then(|_| setup.write_all(&msg)).map_err(io("send the plan to the tenant init"))?;
+    match read_reply(&mut setup, Duration::from_secs(30))? {
+        SetupReply::Ready => {}
+        SetupReply::Failed { message } => return Err(SandboxError::Setup { tenant: plan.tenant.name.clone(), message }),
+    }
+    let names = namespaces::names(plan);
+    namespaces::persist(pid, &dir.ns(), &names)?;
+    let init_start = process_start(pid).ok_or_else(|| SandboxError::Setup { tenant: plan.tenant.name.clone(), message: "the init exited right after setup".into() })?;
+    let st = TenantState {
+        tenant: plan.tenant.name.clone(),
+        init_pid: pid,
+        init_start,
+        digest: plan.digest(),
+        created_unix: now_unix(),
+        proto: proto::VERSION,
+        namespaces: names.iter().map(|s| s.to_string()).collect(),
+        cgroup: Some(plan.tenant.name.clone()),
+        cgroup_parent: opts.cgroup_parent.clone(),
+    };
+    write_atomic(&dir.state(), &serde_json::to_vec_pretty(&st).expect("state serializes"), 0o600).map_err(io("write state.json"))?;
+    undo.armed = false;
+    Ok(UpOutcome::Created { pid })
+}
+
+/// Removes a half-built sandbox when `up` fails part-way.
+struct Undo {
+    layout: Layout,
+    tenant: String,
+    cgroup_parent: String,
+    armed: bool,
+    init: Option<i32>,
+}
+
+impl Drop for Undo {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Some(pid) = self.init {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            wait_gone(pid, Duration::from_secs(5));
+        }
+        let _ = remove_all(&self.layout, &self.tenant, Some(&self.cgroup_parent));
+    }
+}
+
+fn control_listener(path: &Path) -> Result<OwnedFd, SandboxError> {
+    let _ = std::fs::remove_file(path);
+    let fd = socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None).map_err(sys("socket"))?;
+    let addr = UnixAddr::new(path).map_err(sys(format!("socket path {}", path.display())))?;
+    nix::sys::socket::bind(fd.as_raw_fd(), &addr).map_err(sys(format!("bind {}", path.display())))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io("chmod control socket"))?;
+    nix::sys::socket::listen(&fd, nix::sys::socket::Backlog::new(256).expect("valid backlog")).map_err(sys("listen"))?;
+    Ok(fd)
+}
+
+/// Fork the intermediate child, put it in the cgroup, unshare, fork the init.
+fn start_init(plan: &Plan, opts: &UpOptions, cg: &TenantCgroup, setup: OwnedFd, listener: OwnedFd) -> Result<i32, SandboxError> {
+    let flags = namespaces::clone_flags(plan);
+    let init = std::ffi::CString::new(opts.init.as_os_str().as_encoded_bytes()).map_err(|_| SandboxError::Setup { tenant: plan.tenant.name.clone(), message: "bad init path".into() })?;
+    let arg0 = std::ffi::CString::new(format!("corral-init: {}", plan.tenant.name)).expect("tenant names have no NUL");
+    let argv = [arg0.as_ptr(), std::ptr::null()];
+    let envp = [c"CORRAL_INIT_FDS=3,4".as_ptr(), std::ptr::null()];
+    let (go_r, go_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys("pipe"))?;
+    let (pid_r, pid_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys("pipe"))?;
+    // SAFETY: the child runs only async-signal-safe calls (read, unshare,
+    // fork, dup2, execve, write, _exit) on memory prepared before the fork.
+    match unsafe { fork() }.map_err(sys("fork"))? {
+        ForkResult::Child => {
+            let mut b = [0u8; 1];
+            // SAFETY: reading one byte into a stack buffer.
+            if unsafe { libc::read(go_r.as_raw_fd(), b.as_mut_ptr().cast(), 1) } != 1 {
+                unsafe { libc::_exit(1) };
+            }
+            // SAFETY: unshare takes only flags.
+            if unsafe { libc::unshare(flags.bits()) } < 0 {
+                unsafe { libc::_exit(2) };
+            }
+            // SAFETY: as above; the grandchild only dup2s and execs.
+            let gc = unsafe { libc::fork() };
+            if gc == 0 {
+                // SAFETY: dup2 onto fixed numbers; dup2 clears FD_CLOEXEC on the copies.
+                unsafe {
+                    libc::dup2(setup.as_raw_fd(), 3);
+                    libc::dup2(listener.as_raw_fd(), 4);
+                    libc::execve(init.as_ptr(), argv.as_ptr(), envp.as_ptr());
+                    libc::_exit(3)
+                }
+            }
+            let b = gc.to_ne_bytes();
+            // SAFETY: writing a stack buffer, then exiting without unwinding.
+            unsafe {
+                libc::write(pid_w.as_raw_fd(), b.as_ptr().cast(), b.len());
+                libc::_exit(if gc > 0 { 0 } else { 4 })
+            }
+        }
+        ForkResult::Parent { child } => {
+            drop(go_r);
+            drop(pid_w);
+            let joined = cg.add_pid(child.as_raw()).map_err(|e| SandboxError::Cgroup(e.to_string()));
+            if let Err(e) = joined {
+                let _ = kill(child, Signal::SIGKILL);
+                let _ = nix::sys::wait::waitpid(child, None);
+                return Err(e);
+            }
+            nix::unistd::write(&go_w, b"g").map_err(sys("start the intermediate child"))?;
+            let status = nix::sys::wait::waitpid(child, None).map_err(sys("wait for the intermediate child"))?;
+            let mut buf = [0u8; 4];
+            let mut f = std::fs::File::from(pid_r);
+            let got = f.read_exact(&mut buf).is_ok();
+            let pid = i32::from_ne_bytes(buf);
+            match status {
+                nix::sys::wait::WaitStatus::Exited(_, 0) if got && pid > 0 => Ok(pid),
+                nix::sys::wait::WaitStatus::Exited(_, 2) => Err(SandboxError::Sys("unshare namespaces".into(), Errno::EPERM)),
+                other => Err(SandboxError::Setup { tenant: plan.tenant.name.clone(), message: format!("could not start the init: {other:?}") }),
+            }
+        }
+    }
+}
+
+fn read_reply(f: &mut std::fs::File, timeout: Duration) -> Result<SetupReply, SandboxError> {
+    let fd = f.as_raw_fd();
+    let mut pfd = [nix::poll::PollFd::new(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }, nix::poll::PollFlags::POLLIN)];
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    let n = nix::poll::poll(&mut pfd, nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::MAX)).map_err(sys("wait for the tenant init"))?;
+    if n == 0 {
+        return Err(SandboxError::Setup { tenant: String::new(), message: format!("no answer within {timeout:?}") });
+    }
+    let mut len = [0u8; 4];
+    f.read_exact(&mut len).map_err(|_| SandboxError::Setup { tenant: String::new(), message: "the init exited during setup (see its stderr)".into() })?;
+    let mut buf = vec![0u8; u32::from_le_bytes(len) as usize];
+    f.read_exact(&mut buf).map_err(io("read the init's answer"))?;
+    proto::decode(&buf).map_err(|e| SandboxError::Setup { tenant: String::new(), message: format!("bad answer: {e}") })
+}
+
+/// Wait until `pid` is gone or a zombie.
+pub fn wait_gone(pid: i32, timeout: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if process_start(pid).is_none() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    false
+}
+
+/// Take a tenant's sandbox down: stop the init (which kills everything in
+/// the pid namespace), release the namespace files, remove the cgroup and
+/// the state. Returns false if the tenant was not up.
+pub fn down(layout: &Layout, tenant: &str) -> Result<bool, SandboxError> {
+    let _lock = lock(layout, tenant)?;
+    teardown_locked(layout, tenant)
+}
+
+fn teardown_locked(layout: &Layout, tenant: &str) -> Result<bool, SandboxError> {
+    let dir = layout.tenant(tenant);
+    let st = dir.read_state().ok().flatten();
+    let mut was_up = false;
+    if let Some(st) = &st {
+        if st.init_alive() {
+            was_up = true;
+            let pid = Pid::from_raw(st.init_pid);
+            let _ = kill(pid, Signal::SIGTERM);
+            if !wait_gone(st.init_pid, Duration::from_secs(5)) {
+                let _ = kill(pid, Signal::SIGKILL);
+                wait_gone(st.init_pid, Duration::from_secs(5));
+            }
+        }
+    }
+    if !dir.dir.exists() {
+        return Ok(was_up);
+    }
+    remove_all(layout, tenant, st.as_ref().map(|s| s.cgroup_parent.as_str()))?;
+    Ok(was_up)
+}
+
+fn remove_all(layout: &Layout, tenant: &str, cgroup_parent: Option<&str>) -> Result<(), SandboxError> {
+    let dir = layout.tenant(tenant);
+    namespaces::release(&dir.ns());
+    if let Some(parent) = cgroup_parent {
+        if let Ok(backend) = Backend::detect(&parent) {
+            if let Ok(cg) = TenantCgroup::open(&backend, tenant) {
+                cg.remove().map_err(|e| SandboxError::Cgroup(format!("remove cgroup of {tenant}: {e}")))?;
+            }
+        }
+    }
+    for f in [dir.state(), dir.plan(), dir.control()] {
+        let _ = std::fs::remove_file(f);
+    }
+    let _ = std::fs::remove_dir_all(dir.entry());
+    let _ = std::fs::remove_dir(dir.root());
+    std::fs::remove_dir(&dir.dir).or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) }).map_err(io(format!("remove {}", dir.dir.display())))
+}

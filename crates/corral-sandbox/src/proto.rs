@@ -1,0 +1,71 @@
+//! The init's control protocol: typed messages over a SOCK_SEQPACKET unix
+//! socket that only the host side can reach (the socket file lives in the
+//! state dir, which is never mounted into the sandbox; the init also checks
+//! SO_PEERCRED). One JSON message per packet; stdio fds travel as
+//! SCM_RIGHTS next to a `Spawn`.
+
+use serde::{Deserialize, Serialize};
+
+/// Bumped whenever a message changes shape; `corral up` refuses to talk to an
+/// init of another version (use `corral restart`).
+pub const VERSION: u32 = 1;
+/// Largest message either side sends.
+pub const MAX_MESSAGE: usize = 64 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpawnRequest {
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    /// Working directory inside the sandbox.
+    pub cwd: String,
+    /// Kill the process group after this many milliseconds (0 = never).
+    pub timeout_ms: u64,
+    /// A service: the init keeps it after the client goes away.
+    pub detach: bool,
+    /// How many fds (stdin, stdout, stderr, in order) ride with the message;
+    /// missing ones become /dev/null.
+    pub nfds: u8,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Request {
+    Spawn(SpawnRequest),
+    /// Send a signal to a process this connection spawned (pid in the sandbox).
+    Signal { pid: i32, signal: i32 },
+    Status,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InitStatus {
+    pub version: u32,
+    /// Processes the init has started and not yet reaped.
+    pub children: u32,
+    pub services: u32,
+    pub spawned_total: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Reply {
+    Spawned { pid: i32 },
+    /// The child could not be started: which step failed and its errno.
+    Failed { step: String, errno: i32 },
+    /// The spawned process ended: exit code, or the signal that killed it.
+    Exited { pid: i32, code: Option<i32>, signal: Option<i32>, timed_out: bool },
+    Status(InitStatus),
+    Error { message: String },
+}
+
+/// What the init tells `corral up` once over the setup socket.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum SetupReply {
+    Ready,
+    Failed { message: String },
+}
+
+pub fn encode<T: Serialize>(m: &T) -> Vec<u8> {
+    serde_json::to_vec(m).expect("protocol messages serialize")
+}
+
+pub fn decode<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Result<T, serde_json::Error> {
+    serde_json::from_slice(b)
+}

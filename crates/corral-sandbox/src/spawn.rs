@@ -1,0 +1,265 @@
+//! Starting a tenant process: everything is prepared (allocated) before
+//! fork; the child only makes async-signal-safe syscalls, then execs. A
+//! close-on-exec pipe carries (step, errno) back if anything fails before
+//! exec; end-of-file means the exec succeeded (crun's pattern).
+
+use corral_profile::plan::Plan;
+use nix::errno::Errno;
+use nix::unistd::{fork, ForkResult, Pid};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+
+/// Steps that can fail in the child, reported to the parent as a number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Step {
+    Cgroup = 1,
+    Stdio = 2,
+    Session = 3,
+    Rlimit = 4,
+    Chdir = 5,
+    Security = 6,
+    Exec = 7,
+}
+
+impl Step {
+    pub fn name(self) -> &'static str {
+        match self {
+            Step::Cgroup => "join cgroup",
+            Step::Stdio => "set up stdio",
+            Step::Session => "start a session",
+            Step::Rlimit => "set rlimits",
+            Step::Chdir => "change directory",
+            Step::Security => "drop privileges",
+            Step::Exec => "exec",
+        }
+    }
+    fn from_u8(v: u8) -> Step {
+        match v {
+            1 => Step::Cgroup,
+            2 => Step::Stdio,
+            3 => Step::Session,
+            4 => Step::Rlimit,
+            5 => Step::Chdir,
+            6 => Step::Security,
+            _ => Step::Exec,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("{0}: command not found in the sandbox")]
+    NotFound(String),
+    #[error("{step}: {errno}")]
+    Child { step: &'static str, errno: Errno },
+    #[error("fork: {0}")]
+    Fork(Errno),
+    #[error("bad argument: {0}")]
+    Nul(String),
+    #[error("security setup: {0}")]
+    Security(String),
+}
+
+impl SpawnError {
+    /// Exit status a shell would use for this failure.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            SpawnError::NotFound(_) => 127,
+            SpawnError::Child { step: "exec", errno: Errno::ENOENT } => 127,
+            SpawnError::Child { step: "exec", .. } => 126,
+            _ => 125,
+        }
+    }
+}
+
+/// A fully prepared exec: nothing left to allocate after fork.
+pub struct Exec<'a> {
+    path: CString,
+    argv: Vec<CString>,
+    argv_ptrs: Vec<*const libc::c_char>,
+    envp: Vec<CString>,
+    envp_ptrs: Vec<*const libc::c_char>,
+    cwd: CString,
+    rlimits: Vec<(libc::c_int, libc::rlimit)>,
+    security: &'a corral_security::Prepared,
+    /// cgroup.procs files to write "0" into (join before exec).
+    cgroup_procs: Vec<OwnedFd>,
+    /// fds to become 0, 1, 2 (None: keep what we have).
+    stdio: [Option<RawFd>; 3],
+    new_session: bool,
+}
+
+fn cstr(s: &str) -> Result<CString, SpawnError> {
+    CString::new(s).map_err(|_| SpawnError::Nul(s.to_string()))
+}
+
+/// Find `prog` on `PATH` as seen by this process now (call it after joining
+/// the sandbox's mount namespace, so the lookup happens inside).
+pub fn resolve(prog: &str, path_var: &str) -> Option<PathBuf> {
+    if prog.contains('/') {
+        return Some(PathBuf::from(prog));
+    }
+    for dir in path_var.split(':').filter(|d| !d.is_empty()) {
+        let p = Path::new(dir).join(prog);
+        if let Ok(m) = std::fs::metadata(&p) {
+            use std::os::unix::fs::PermissionsExt;
+            if m.is_file() && m.permissions().mode() & 0o111 != 0 {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+pub struct ExecSpec<'a> {
+    pub argv: &'a [String],
+    pub env: &'a [(String, String)],
+    pub cwd: &'a str,
+    pub stdio: [Option<RawFd>; 3],
+    pub new_session: bool,
+    pub cgroup_procs: Vec<OwnedFd>,
+}
+
+impl<'a> Exec<'a> {
+    /// `security` is prepared once per sandbox (see `corral_security::prepare`).
+    pub fn prepare(security: &'a corral_security::Prepared, rlimits: &[(libc::c_int, u64, u64)], spec: ExecSpec<'_>) -> Result<Exec<'a>, SpawnError> {
+        let prog = spec.argv.first().ok_or_else(|| SpawnError::NotFound(String::new()))?;
+        let path_var = spec.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).unwrap_or("/usr/bin:/bin");
+        let path = resolve(prog, path_var).ok_or_else(|| SpawnError::NotFound(prog.clone()))?;
+        let argv = spec.argv.iter().map(|a| cstr(a)).collect::<Result<Vec<_>, _>>()?;
+        let envp = spec.env.iter().map(|(k, v)| cstr(&format!("{k}={v}"))).collect::<Result<Vec<_>, _>>()?;
+        let mut e = Exec {
+            path: cstr(&path.to_string_lossy())?,
+            argv,
+            argv_ptrs: Vec::new(),
+            envp,
+            envp_ptrs: Vec::new(),
+            cwd: cstr(spec.cwd)?,
+            rlimits: rlimits
+                .iter()
+                .map(|&(r, soft, hard)| (r, libc::rlimit { rlim_cur: soft, rlim_max: hard }))
+                .collect(),
+            security,
+            cgroup_procs: spec.cgroup_procs,
+            stdio: spec.stdio,
+            new_session: spec.new_session,
+        };
+        e.argv_ptrs = e.argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
+        e.envp_ptrs = e.envp.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
+        Ok(e)
+    }
+
+    /// Fork and exec. Returns the child's pid once exec succeeded.
+    pub fn spawn(&self) -> Result<Pid, SpawnError> {
+        let (rd, wr) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(SpawnError::Fork)?;
+        // SAFETY: the child only runs `child()`, which makes async-signal-safe
+        // syscalls on memory prepared before the fork and never returns.
+        match unsafe { fork() }.map_err(SpawnError::Fork)? {
+            ForkResult::Child => {
+                drop(rd);
+                self.child(wr.as_raw_fd())
+            }
+            ForkResult::Parent { child } => {
+                drop(wr);
+                let mut buf = [0u8; 5];
+                let n = read_full(rd.as_raw_fd(), &mut buf);
+                if n == 5 {
+                    let _ = nix::sys::wait::waitpid(child, None);
+                    let errno = Errno::from_raw(i32::from_ne_bytes([buf[1], buf[2], buf[3], buf[4]]));
+                    return Err(SpawnError::Child { step: Step::from_u8(buf[0]).name(), errno });
+                }
+                Ok(child)
+            }
+        }
+    }
+
+    fn child(&self, errfd: RawFd) -> ! {
+        let fail = |step: Step, errno: Errno| -> ! {
+            let e = (errno as i32).to_ne_bytes();
+            let msg = [step as u8, e[0], e[1], e[2], e[3]];
+            // SAFETY: write/_exit are async-signal-safe; msg is on the stack.
+            unsafe {
+                libc::write(errfd, msg.as_ptr().cast(), msg.len());
+                libc::_exit(127)
+            }
+        };
+        for fd in &self.cgroup_procs {
+            // SAFETY: writing a static buffer to an fd opened before fork.
+            if unsafe { libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) } < 0 {
+                fail(Step::Cgroup, Errno::last());
+            }
+        }
+        for (target, src) in self.stdio.iter().enumerate() {
+            if let Some(src) = src {
+                if *src != target as RawFd {
+                    // SAFETY: dup2 on fds owned by the caller; async-signal-safe.
+                    if unsafe { libc::dup2(*src, target as RawFd) } < 0 {
+                        fail(Step::Stdio, Errno::last());
+                    }
+                } else {
+                    // dup2 onto itself keeps FD_CLOEXEC: clear it explicitly.
+                    // SAFETY: fcntl on a valid fd.
+                    unsafe { libc::fcntl(*src, libc::F_SETFD, 0) };
+                }
+            }
+        }
+        // SAFETY: setsid has no memory arguments.
+        if self.new_session && unsafe { libc::setsid() } < 0 {
+            fail(Step::Session, Errno::last());
+        }
+        for (res, lim) in &self.rlimits {
+            // SAFETY: pointer to a prepared rlimit struct.
+            if unsafe { libc::setrlimit(*res as _, lim) } < 0 {
+                fail(Step::Rlimit, Errno::last());
+            }
+        }
+        // SAFETY: NUL-terminated path prepared before fork.
+        if unsafe { libc::chdir(self.cwd.as_ptr()) } < 0 {
+            // A missing working directory falls back to / (like login does).
+            // SAFETY: static C string.
+            if unsafe { libc::chdir(c"/".as_ptr()) } < 0 {
+                fail(Step::Chdir, Errno::last());
+            }
+        }
+        if let Err((_, errno)) = self.security.apply_in_child() {
+            fail(Step::Security, errno);
+        }
+        // Every fd >= 3 we inherited closes at exec (the error pipe included,
+        // which is how the parent learns that exec succeeded).
+        corral_security::fds::cloexec_fds_from(3);
+        // SAFETY: pointers to NUL-terminated arrays prepared before fork.
+        unsafe { libc::execve(self.path.as_ptr(), self.argv_ptrs.as_ptr(), self.envp_ptrs.as_ptr()) };
+        fail(Step::Exec, Errno::last())
+    }
+}
+
+fn read_full(fd: RawFd, buf: &mut [u8]) -> usize {
+    let mut n = 0;
+    while n < buf.len() {
+        // SAFETY: reading into the unfilled tail of `buf`.
+        let r = unsafe { libc::read(fd, buf[n..].as_mut_ptr().cast(), buf.len() - n) };
+        if r < 0 && Errno::last() == Errno::EINTR {
+            continue;
+        }
+        if r <= 0 {
+            break;
+        }
+        n += r as usize;
+    }
+    n
+}
+
+/// The environment a tenant process gets: cleared, then the plan's `keep`
+/// names taken from `caller`, then the plan's `set` values.
+pub fn environment(plan: &Plan, caller: impl Iterator<Item = (String, String)>, extra: &[(String, String)]) -> Vec<(String, String)> {
+    let mut env: std::collections::BTreeMap<String, String> = caller.filter(|(k, _)| plan.env.keep.contains(k)).collect();
+    for (k, v) in &plan.env.set {
+        env.insert(k.clone(), v.clone());
+    }
+    for (k, v) in extra {
+        env.insert(k.clone(), v.clone());
+    }
+    env.into_iter().collect()
+}

@@ -1,0 +1,145 @@
+//! The state directory: where a tenant's persisted sandbox is found.
+//!
+//! ```text
+//! <state>/tenants/<name>/
+//!     lock          flock: serialises up/down/restart of this tenant
+//!     state.json    init pid + start time, profile digest, creation time
+//!     plan.json     the plan the sandbox was built from (read by `run`)
+//!     control.sock  the init's control socket (host side only)
+//!     ns/           a private mount holding bind-mounted namespace files
+//!     root/         empty mount point used while the rootfs is built
+//!     entry/        entry-process slots
+//! ```
+
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TenantState {
+    pub tenant: String,
+    /// Host pid of the tenant init.
+    pub init_pid: i32,
+    /// The init's start time (clock ticks since boot, /proc/PID/stat field 22):
+    /// together with the pid it identifies the process across pid reuse.
+    pub init_start: u64,
+    pub digest: String,
+    pub created_unix: u64,
+    pub proto: u32,
+    /// Namespace files under ns/, in join order.
+    pub namespaces: Vec<String>,
+    /// The tenant's cgroup name below the cgroup parent, if limits are on.
+    pub cgroup: Option<String>,
+    pub cgroup_parent: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub state_dir: PathBuf,
+}
+
+impl Layout {
+    pub fn new(state_dir: impl Into<PathBuf>) -> Layout {
+        Layout { state_dir: state_dir.into() }
+    }
+    pub fn tenants(&self) -> PathBuf {
+        self.state_dir.join("tenants")
+    }
+    pub fn tenant(&self, name: &str) -> TenantDir {
+        TenantDir { dir: self.tenants().join(name) }
+    }
+    /// Names of every tenant with a state directory.
+    pub fn list(&self) -> std::io::Result<Vec<String>> {
+        let mut v = Vec::new();
+        match std::fs::read_dir(self.tenants()) {
+            Ok(rd) => {
+                for e in rd {
+                    let e = e?;
+                    if e.file_type()?.is_dir() {
+                        v.push(e.file_name().to_string_lossy().into_owned());
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        v.sort();
+        Ok(v)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct TenantDir {
+    pub dir: PathBuf,
+}
+
+impl TenantDir {
+    pub fn lock(&self) -> PathBuf {
+        self.dir.join("lock")
+    }
+    pub fn state(&self) -> PathBuf {
+        self.dir.join("state.json")
+    }
+    pub fn plan(&self) -> PathBuf {
+        self.dir.join("plan.json")
+    }
+    pub fn control(&self) -> PathBuf {
+        self.dir.join("control.sock")
+    }
+    pub fn ns(&self) -> PathBuf {
+        self.dir.join("ns")
+    }
+    pub fn root(&self) -> PathBuf {
+        self.dir.join("root")
+    }
+    pub fn entry(&self) -> PathBuf {
+        self.dir.join("entry")
+    }
+
+    pub fn read_state(&self) -> std::io::Result<Option<TenantState>> {
+        match std::fs::read(self.state()) {
+            Ok(b) => serde_json::from_slice(&b).map(Some).map_err(std::io::Error::other),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Write `data` to `path` atomically: a temp file in the same directory,
+/// fsync'd, then renamed over the target.
+pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(&tmp)?;
+    f.write_all(data)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+/// Start time of a process (field 22 of /proc/PID/stat) if it exists and is
+/// not a zombie.
+pub fn process_start(pid: i32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces and parens: split after the last ')'.
+    let rest = &s[s.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    // rest starts at field 3 (state).
+    if fields.first().copied() == Some("Z") || fields.first().copied() == Some("X") {
+        return None;
+    }
+    fields.get(19)?.parse().ok()
+}
+
+impl TenantState {
+    /// The init named by this state is still the process that was started.
+    pub fn init_alive(&self) -> bool {
+        process_start(self.init_pid) == Some(self.init_start)
+    }
+}
+
+pub fn now_unix() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}

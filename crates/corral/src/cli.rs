@@ -1,0 +1,110 @@
+//! Command-line interface (clap). Every command accepts the global options.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "corral",
+    version,
+    about = "Persisted per-tenant sandboxes for shared web hosting",
+    long_about = "corral gives every tenant (by default a Unix user) a sandbox built once from a profile \
+template: mount, pid, ipc, uts and cgroup namespaces (optionally net and user) held by a tiny per-tenant \
+init, plus cgroup limits. Later processes join it in constant time.\n\n\
+Typical use:\n  corral up alice                 build alice's sandbox (idempotent)\n  \
+corral run alice -- php -v      run a command inside it (brings it up if needed)\n  \
+corral ls                       list sandboxes\n  corral down alice               stop it and remove its state",
+    after_help = "Files: the profile template is <config-dir>/profile.toml (built-in default if absent), \
+per-tenant overrides <config-dir>/tenants/NAME.toml, plans <config-dir>/plans/NAME.toml. \
+`corral profile default` prints the built-in template with comments."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct Global {
+    /// Configuration directory (profile.toml, tenants/, plans/).
+    #[arg(long, global = true, env = "CORRAL_CONFIG_DIR", default_value = "/etc/corral")]
+    pub config_dir: PathBuf,
+    /// State directory (one subdirectory per running sandbox).
+    #[arg(long, global = true, env = "CORRAL_STATE_DIR", default_value = "/run/corral")]
+    pub state_dir: PathBuf,
+    /// cgroup parent below the cgroup root that holds every tenant's cgroup.
+    #[arg(long, global = true, env = "CORRAL_CGROUP_PARENT", default_value = "corral")]
+    pub cgroup_parent: String,
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Build a tenant's sandbox (does nothing if it is already up).
+    Up(TenantsArg),
+    /// Run a command inside a tenant's sandbox (brings it up first if needed).
+    #[command(after_help = "Exit status: the command's own; 128+N if it was killed by signal N; \
+75 if the tenant's entry-process limit is reached; 125 if corral itself failed; 126/127 if the \
+command could not be executed / was not found.")]
+    Run(RunArgs),
+    /// Stop a tenant's sandbox: kill everything in it, remove its state and cgroup.
+    Down(TenantsArg),
+    /// Take a sandbox down and build it again (e.g. after changing the profile).
+    Restart(TenantsArg),
+    /// List sandboxes with their init pid, age and whether the profile changed since.
+    Ls,
+    /// Validate a profile template (default: the configured one) or a tenant's effective profile.
+    Check(CheckArgs),
+    /// Print profiles.
+    #[command(subcommand)]
+    Profile(ProfileCmd),
+}
+
+#[derive(Args, Debug)]
+pub struct TenantsArg {
+    /// Tenant names (Unix user names).
+    #[arg(required = true)]
+    pub tenants: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Tenant name.
+    pub tenant: String,
+    /// Working directory inside the sandbox (default: the profile's workdir).
+    #[arg(long)]
+    pub cwd: Option<String>,
+    /// Set an environment variable (repeatable), on top of the profile's.
+    #[arg(long = "env", short = 'e', value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// Start the command as a service of the tenant init and return at once
+    /// (it keeps running after this command exits, until `corral down`).
+    #[arg(long)]
+    pub detach: bool,
+    /// With --detach: append the service's stdout and stderr to FILE (host path).
+    #[arg(long, requires = "detach", value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// The command and its arguments.
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// A template file to validate; without it, the configured template.
+    pub file: Option<PathBuf>,
+    /// Also expand and validate the effective profile of this tenant.
+    #[arg(long)]
+    pub tenant: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ProfileCmd {
+    /// Print the built-in default template (a commented starting point for profile.toml).
+    Default,
+    /// Print a tenant's effective profile: template + overrides, variables expanded.
+    Show { tenant: String },
+}

@@ -1,0 +1,20 @@
+//! One module per subcommand family.
+
+mod profile;
+mod run;
+mod tenants;
+
+use crate::cli::Command;
+use crate::ctx::Ctx;
+
+pub fn dispatch(ctx: &Ctx, cmd: Command) -> anyhow::Result<i32> {
+    match cmd {
+        Command::Up(a) => tenants::up(ctx, &a.tenants),
+        Command::Down(a) => tenants::down(ctx, &a.tenants),
+        Command::Restart(a) => tenants::restart(ctx, &a.tenants),
+        Command::Ls => tenants::ls(ctx),
+        Command::Run(a) => run::run(ctx, a),
+        Command::Check(a) => profile::check(ctx, a),
+        Command::Profile(p) => profile::profile(ctx, p),
+    }
+}

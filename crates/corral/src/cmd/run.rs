@@ -1,0 +1,83 @@
+//! `corral run`: foreground (join the namespaces) or --detach (a service of
+//! the tenant init).
+
+use crate::cli::RunArgs;
+use crate::ctx::{Ctx, EXIT_ENTRY_LIMIT};
+use corral_sandbox::client::Client;
+use corral_sandbox::join::{self, JoinError, RunOptions, Target};
+use corral_sandbox::proto::{Reply, Request, SpawnRequest};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+
+fn parse_env(v: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    v.iter()
+        .map(|s| match s.split_once('=') {
+            Some((k, val)) if !k.is_empty() => Ok((k.to_string(), val.to_string())),
+            _ => anyhow::bail!("--env {s:?}: expected NAME=VALUE"),
+        })
+        .collect()
+}
+
+/// Load the join target, bringing the tenant up on first use.
+pub fn target(ctx: &Ctx, tenant: &str) -> anyhow::Result<Target> {
+    match join::load(&ctx.layout, tenant) {
+        Ok(t) => Ok(t),
+        Err(JoinError::NotUp(_)) => {
+            super::tenants::up_one(ctx, tenant)?;
+            Ok(join::load(&ctx.layout, tenant)?)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
+    let env = parse_env(&a.env)?;
+    let t = target(ctx, &a.tenant)?;
+    if a.detach {
+        return detach(ctx, &t, &a, env);
+    }
+    let opts = RunOptions { argv: a.command, cwd: a.cwd, env };
+    match join::run(&ctx.layout, &t, &opts) {
+        Ok(code) => Ok(code),
+        Err(e @ JoinError::EntryLimit { .. }) => {
+            eprintln!("corral: {e}");
+            Ok(EXIT_ENTRY_LIMIT)
+        }
+        Err(JoinError::Spawn(e)) => {
+            eprintln!("corral: {}: {e}", a.tenant);
+            Ok(e.exit_code())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn detach(ctx: &Ctx, t: &Target, a: &RunArgs, extra: Vec<(String, String)>) -> anyhow::Result<i32> {
+    let dir = ctx.layout.tenant(&t.state.tenant);
+    let devnull = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null")?;
+    let out = match &a.log {
+        Some(p) => std::fs::OpenOptions::new().create(true).append(true).mode(0o640).open(p).map_err(|e| anyhow::anyhow!("--log {}: {e}", p.display()))?,
+        None => devnull.try_clone()?,
+    };
+    let env = corral_sandbox::spawn::environment(&t.plan, std::env::vars(), &extra);
+    let req = SpawnRequest {
+        argv: a.command.clone(),
+        env,
+        cwd: a.cwd.clone().unwrap_or_else(|| t.plan.workdir.to_string_lossy().into_owned()),
+        timeout_ms: 0,
+        detach: true,
+        nfds: 3,
+    };
+    let c = Client::connect(&dir.control()).map_err(|e| anyhow::anyhow!("connect to {}: {e}", dir.control().display()))?;
+    match c.call(&Request::Spawn(req), &[devnull.as_raw_fd(), out.as_raw_fd(), out.as_raw_fd()])? {
+        Reply::Spawned { pid } => {
+            if ctx.json {
+                println!("{}", serde_json::json!({"tenant": t.state.tenant, "pid": pid}));
+            } else {
+                println!("{}: started pid {pid} (pid inside the sandbox)", t.state.tenant);
+            }
+            Ok(0)
+        }
+        Reply::Failed { step, errno } => anyhow::bail!("{}: {step}: {}", t.state.tenant, nix::errno::Errno::from_raw(errno)),
+        other => anyhow::bail!("unexpected answer from the tenant init: {other:?}"),
+    }
+}

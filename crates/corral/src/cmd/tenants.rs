@@ -1,0 +1,103 @@
+//! `corral up`, `down`, `restart`, `ls`.
+
+use crate::ctx::Ctx;
+use corral_sandbox::state::{now_unix, process_start};
+use corral_sandbox::UpOutcome;
+use serde::Serialize;
+
+/// Validate the tenant's profile and limits, then bring the sandbox up.
+pub fn up_one(ctx: &Ctx, tenant: &str) -> anyhow::Result<UpOutcome> {
+    let plan = corral_profile::load(&ctx.config_dir, tenant)?;
+    let limits = corral_limits::Limits::from_source(&plan.limits)?;
+    Ok(corral_sandbox::up(&ctx.layout, &plan, &limits, &ctx.up_options()?)?)
+}
+
+#[derive(Serialize)]
+struct UpReport<'a> {
+    tenant: &'a str,
+    created: bool,
+    pid: i32,
+    stale: bool,
+}
+
+pub fn up(ctx: &Ctx, tenants: &[String]) -> anyhow::Result<i32> {
+    for t in tenants {
+        let out = up_one(ctx, t)?;
+        let r = match out {
+            UpOutcome::Created { pid } => UpReport { tenant: t, created: true, pid, stale: false },
+            UpOutcome::AlreadyUp { pid, stale } => UpReport { tenant: t, created: false, pid, stale },
+        };
+        if ctx.json {
+            println!("{}", serde_json::to_string(&r)?);
+        } else if r.created {
+            println!("{t}: up (init pid {})", r.pid);
+        } else if r.stale {
+            println!("{t}: already up (init pid {}), built from an older profile: `corral restart {t}` rebuilds it", r.pid);
+        } else {
+            println!("{t}: already up (init pid {})", r.pid);
+        }
+    }
+    Ok(0)
+}
+
+pub fn down(ctx: &Ctx, tenants: &[String]) -> anyhow::Result<i32> {
+    for t in tenants {
+        corral_profile::validate_tenant_name(t)?;
+        let was = corral_sandbox::down(&ctx.layout, t)?;
+        if ctx.json {
+            println!("{}", serde_json::json!({"tenant": t, "was_up": was}));
+        } else {
+            println!("{t}: {}", if was { "down" } else { "was not up" });
+        }
+    }
+    Ok(0)
+}
+
+pub fn restart(ctx: &Ctx, tenants: &[String]) -> anyhow::Result<i32> {
+    for t in tenants {
+        // Validate the new profile before taking the old sandbox down.
+        let plan = corral_profile::load(&ctx.config_dir, t)?;
+        corral_limits::Limits::from_source(&plan.limits)?;
+        corral_sandbox::down(&ctx.layout, t)?;
+    }
+    up(ctx, tenants)
+}
+
+#[derive(Serialize)]
+struct Row {
+    tenant: String,
+    state: &'static str,
+    pid: Option<i32>,
+    uptime_s: Option<u64>,
+    namespaces: Vec<String>,
+    /// The profile changed since the sandbox was built.
+    stale: Option<bool>,
+}
+
+pub fn ls(ctx: &Ctx) -> anyhow::Result<i32> {
+    let mut rows = Vec::new();
+    for t in ctx.layout.list()? {
+        let st = ctx.layout.tenant(&t).read_state().ok().flatten();
+        let row = match st {
+            Some(s) if s.init_alive() => {
+                let stale = corral_profile::load(&ctx.config_dir, &t).ok().map(|p| p.digest() != s.digest);
+                Row { tenant: t, state: "up", pid: Some(s.init_pid), uptime_s: Some(now_unix().saturating_sub(s.created_unix)), namespaces: s.namespaces, stale }
+            }
+            Some(s) => Row { tenant: t, state: if process_start(s.init_pid).is_none() { "dead" } else { "unknown" }, pid: None, uptime_s: None, namespaces: s.namespaces, stale: None },
+            None => Row { tenant: t, state: "incomplete", pid: None, uptime_s: None, namespaces: vec![], stale: None },
+        };
+        rows.push(row);
+    }
+    if ctx.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(0);
+    }
+    println!("{:<20} {:<10} {:>8} {:>10}  {:<6} NAMESPACES", "TENANT", "STATE", "PID", "UPTIME", "STALE");
+    for r in rows {
+        let up = r.uptime_s.map(|s| format!("{}s", s)).unwrap_or_else(|| "-".into());
+        let pid = r.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
+        let stale = match r.stale { Some(true) => "yes", Some(false) => "no", None => "-" };
+        println!("{:<20} {:<10} {:>8} {:>10}  {:<6} {}", r.tenant, r.state, pid, up, stale, r.namespaces.join(","));
+    }
+    Ok(0)
+}

@@ -1,0 +1,39 @@
+//! What every command needs: where config and state live, and how to find
+//! the tenant init binary.
+
+use crate::cli::Global;
+use corral_sandbox::Layout;
+use std::path::PathBuf;
+
+/// corral itself failed (like env(1) and container runtimes).
+pub const EXIT_FAILURE: i32 = 125;
+/// The tenant's entry-process limit is reached (EX_TEMPFAIL).
+pub const EXIT_ENTRY_LIMIT: i32 = 75;
+
+pub struct Ctx {
+    pub layout: Layout,
+    pub config_dir: PathBuf,
+    pub cgroup_parent: String,
+    pub json: bool,
+}
+
+impl Ctx {
+    pub fn new(g: &Global) -> Ctx {
+        Ctx { layout: Layout::new(&g.state_dir), config_dir: g.config_dir.clone(), cgroup_parent: g.cgroup_parent.clone(), json: g.json }
+    }
+
+    /// corral-init: $CORRAL_INIT, else next to this executable.
+    pub fn init_path(&self) -> anyhow::Result<PathBuf> {
+        if let Some(p) = std::env::var_os("CORRAL_INIT") {
+            return Ok(PathBuf::from(p));
+        }
+        let exe = std::env::current_exe()?;
+        let p = exe.with_file_name("corral-init");
+        anyhow::ensure!(p.exists(), "corral-init not found next to {} (set CORRAL_INIT)", exe.display());
+        Ok(p)
+    }
+
+    pub fn up_options(&self) -> anyhow::Result<corral_sandbox::UpOptions> {
+        Ok(corral_sandbox::UpOptions { init: self.init_path()?, cgroup_parent: self.cgroup_parent.clone() })
+    }
+}

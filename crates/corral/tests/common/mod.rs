@@ -1,0 +1,191 @@
+//! Shared harness for corral's integration tests (run as root, for real).
+//! Every test gets its own config dir, state dir and cgroup parent
+//! (`corral/t<pid>-<n>`), and on drop takes down every tenant it brought up
+//! and removes its cgroups, also when the test panics.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static N: AtomicU32 = AtomicU32::new(0);
+
+/// Test tenants created by scripts/test-users.sh.
+pub const T1: &str = "corral-t1";
+pub const T2: &str = "corral-t2";
+pub const T3: &str = "corral-t3";
+
+pub fn corral_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_corral"))
+}
+
+pub fn ensure_users() {
+    let ok = [T1, T2, T3].iter().all(|u| nix::unistd::User::from_name(u).ok().flatten().is_some());
+    if !ok {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-users.sh");
+        let st = Command::new(&script).status().expect("run scripts/test-users.sh");
+        assert!(st.success(), "scripts/test-users.sh failed");
+    }
+}
+
+pub fn require_root() {
+    assert!(nix::unistd::geteuid().is_root(), "corral's integration tests build namespaces and cgroups: run them as root");
+}
+
+pub struct Env {
+    pub state: tempfile::TempDir,
+    pub config: tempfile::TempDir,
+    pub parent: String,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        require_root();
+        ensure_users();
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let base = std::path::Path::new("/var/tmp");
+        Env {
+            state: tempfile::Builder::new().prefix("corral-test-state").tempdir_in(base).unwrap(),
+            config: tempfile::Builder::new().prefix("corral-test-config").tempdir_in(base).unwrap(),
+            parent: format!("corral/t{}-{n}", std::process::id()),
+        }
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        self.state.path()
+    }
+
+    pub fn config_dir(&self) -> &Path {
+        self.config.path()
+    }
+
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(corral_bin());
+        c.env("CORRAL_STATE_DIR", self.state.path())
+            .env("CORRAL_CONFIG_DIR", self.config.path())
+            .env("CORRAL_CGROUP_PARENT", &self.parent)
+            .env_remove("CORRAL_INIT");
+        c
+    }
+
+    /// Run corral with `args`; returns the output (does not check status).
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().expect("spawn corral")
+    }
+
+    /// Run corral and assert success; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        assert!(o.status.success(), "corral {args:?} failed ({:?}):\nstdout: {}\nstderr: {}", o.status, String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    }
+
+    /// `corral run TENANT -- sh -c SCRIPT`, asserting success; returns stdout.
+    pub fn sh(&self, tenant: &str, script: &str) -> String {
+        self.ok(&["run", tenant, "--", "/bin/sh", "-c", script])
+    }
+
+    pub fn write_config(&self, rel: &str, text: &str) {
+        let p = self.config.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    /// The built-in default profile with a per-test disk /tmp location.
+    pub fn default_profile_with(&self, extra: &str) {
+        let tmp = self.state.path().join("tmp");
+        let text = format!("{}\n{extra}\n", corral_profile::DEFAULT_PROFILE).replace(
+            "[tmp]",
+            &format!("[tmp]\ndir = \"{}/$USER\"", tmp.display()),
+        );
+        self.write_config("profile.toml", &text);
+    }
+
+    pub fn state(&self, tenant: &str) -> serde_json::Value {
+        let p = self.state.path().join("tenants").join(tenant).join("state.json");
+        serde_json::from_slice(&std::fs::read(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))).unwrap()
+    }
+
+    pub fn init_pid(&self, tenant: &str) -> i32 {
+        self.state(tenant)["init_pid"].as_i64().unwrap() as i32
+    }
+
+    /// cgroup directories of this test's parent that exist right now.
+    pub fn cgroup_dirs(&self) -> Vec<PathBuf> {
+        let mut v = Vec::new();
+        if let Ok(rd) = std::fs::read_dir("/sys/fs/cgroup") {
+            for e in rd.flatten() {
+                let p = e.path().join(&self.parent);
+                if p.is_dir() {
+                    v.push(p);
+                }
+            }
+        }
+        v
+    }
+
+    pub fn mounts_mentioning_state(&self) -> Vec<String> {
+        let s = self.state.path().to_string_lossy().into_owned();
+        std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().filter(|l| l.contains(&s)).map(String::from).collect()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        let tenants = self.state.path().join("tenants");
+        if let Ok(rd) = std::fs::read_dir(&tenants) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let _ = self.run(&["down", &name]);
+            }
+        }
+        // Remove this test's cgroup parents, deepest first.
+        for dir in self.cgroup_dirs() {
+            let mut dirs: Vec<PathBuf> = walk_dirs(&dir);
+            dirs.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+            for d in dirs {
+                let _ = std::fs::remove_dir(&d);
+            }
+        }
+        for m in self.mounts_mentioning_state() {
+            if let Some(mp) = m.split(' ').nth(4) {
+                let _ = nix::mount::umount2(mp, nix::mount::MntFlags::MNT_DETACH);
+            }
+        }
+    }
+}
+
+fn walk_dirs(p: &Path) -> Vec<PathBuf> {
+    let mut v = vec![p.to_path_buf()];
+    if let Ok(rd) = std::fs::read_dir(p) {
+        for e in rd.flatten() {
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                v.extend(walk_dirs(&e.path()));
+            }
+        }
+    }
+    v
+}
+
+pub fn uid_of(user: &str) -> u32 {
+    nix::unistd::User::from_name(user).unwrap().unwrap().uid.as_raw()
+}
+
+pub fn home_of(user: &str) -> PathBuf {
+    nix::unistd::User::from_name(user).unwrap().unwrap().dir
+}
+
+/// Write a file into a tenant's home, owned by the tenant.
+pub fn write_home_file(user: &str, rel: &str, content: &str, mode: u32) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let u = nix::unistd::User::from_name(user).unwrap().unwrap();
+    let p = u.dir.join(rel);
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+        nix::unistd::chown(parent, Some(u.uid), Some(u.gid)).unwrap();
+    }
+    std::fs::write(&p, content).unwrap();
+    nix::unistd::chown(&p, Some(u.uid), Some(u.gid)).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    p
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs what corral needs to build, test and benchmark, idempotently.
+# Debian/Ubuntu, as root. Safe to run again: packages already present are skipped.
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  build-essential pkg-config ca-certificates curl
+  # sandbox plumbing used by tests (losetup, nsenter, ip)
+  util-linux iproute2 procps psmisc passwd
+  # web stack and load generators for the gateway tests and benchmarks
+  nginx-light fcgiwrap nghttp2-client siege php-cgi php-fpm
+  # peer sandboxes measured by the benchmarks
+  bubblewrap
+  # cgroup v2 tests boot a Debian kernel under qemu
+  qemu-system-x86 linux-image-amd64 busybox-static cpio
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  # Only refresh the package lists when they are missing or older than a day.
+  if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mmin -1440 2>/dev/null | head -1)" ]; then
+    apt-get update -q
+  fi
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# Distribution services must not keep running: tests and benchmarks start their own.
+for svc in nginx php8.2-fpm php-fpm; do
+  if [ -x "/etc/init.d/$svc" ]; then "/etc/init.d/$svc" stop >/dev/null 2>&1 || true; fi
+done
+
+if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
+  echo "install-deps: no Rust toolchain found: install stable Rust with rustup (https://rustup.rs), then run this again" >&2
+  exit 1
+fi
+echo "install-deps: ok" >&2

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs every test of corral: unit and integration tests (as root, with real
+# namespaces and cgroups), then a bounded fuzzing run of every parser.
+# Installs what it needs first. Usage: sudo scripts/test.sh
+source "$(dirname "$0")/lib.sh"
+need_root
+cd "$REPO"
+scripts/install-deps.sh
+scripts/test-users.sh
+start=$(date +%s)
+echo "== cargo test (workspace)" >&2
+cargo test --locked --workspace --no-fail-fast -- --test-threads=2
+if [ -x scripts/fuzz.sh ]; then
+  echo "== fuzzing (bounded)" >&2
+  scripts/fuzz.sh "${CORRAL_FUZZ_SECONDS:-30}"
+fi
+if [ -x scripts/cgroup2-vm.sh ]; then
+  echo "== cgroup v2 tests in a qemu VM" >&2
+  scripts/cgroup2-vm.sh
+fi
+echo "all tests passed in $(( $(date +%s) - start ))s" >&2
