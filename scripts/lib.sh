@@ -13,7 +13,7 @@ need_root() {
 
 # Release build of the corral and corral-init binaries.
 build_release() {
-  (cd "$REPO" && cargo build --release --locked -p corral --bins)
+  (cd "$REPO" && cargo build --release -p corral --bins)
   CORRAL="$REPO/target/release/corral"
   export CORRAL
 }

@@ -34,7 +34,6 @@ struct Child {
 }
 
 struct Init {
-    plan: Plan,
     security: corral_security::Prepared,
     rlimits: Vec<(libc::c_int, u64, u64)>,
     devnull: OwnedFd,
@@ -52,6 +51,12 @@ pub fn main() -> ! {
         // SAFETY: fcntl on our own fds.
         unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
     }
+    // The listener is polled: accept must never block the loop.
+    // SAFETY: fcntl on our own fd.
+    unsafe { libc::fcntl(4, libc::F_SETFL, libc::fcntl(4, libc::F_GETFL) | libc::O_NONBLOCK) };
+    // Whatever else `corral up`'s caller leaked to us (a make jobserver,
+    // a test harness pipe...) must not live on in the sandbox's pid 1.
+    let _ = corral_security::fds::close_fds_from(5);
     // Never hold the caller's terminal or pipes open.
     let devnull = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").map(OwnedFd::from);
     if let Ok(d) = &devnull {
@@ -103,7 +108,6 @@ fn prepare(setup: &mut std::fs::File, devnull: OwnedFd) -> Result<Init, String> 
     let devnull = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").map(OwnedFd::from).unwrap_or(devnull);
     Ok(Init {
         rlimits: limits.rlimits(),
-        plan: s.plan,
         security,
         devnull,
         conns: HashMap::new(),
@@ -120,7 +124,7 @@ impl Init {
             mask.add(s);
         }
         mask.thread_block().expect("block signals");
-        let mut sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK).expect("signalfd");
+        let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK).expect("signalfd");
         loop {
             let ids: Vec<u64> = self.conns.keys().copied().collect();
             let timeout = self.next_deadline();

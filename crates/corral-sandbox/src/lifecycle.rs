@@ -68,15 +68,15 @@ pub enum UpOutcome {
 /// An exclusive flock on the tenant's lock file, released on drop. Lock files
 /// live in <state>/locks and are never removed (removing a lock file others
 /// may be waiting on would let two holders in).
-pub struct TenantLock(#[allow(dead_code)] std::fs::File);
+pub struct TenantLock(#[allow(dead_code)] nix::fcntl::Flock<std::fs::File>);
 
 pub fn lock(layout: &Layout, tenant: &str) -> Result<TenantLock, SandboxError> {
     let dir = layout.state_dir.join("locks");
     std::fs::create_dir_all(&dir).map_err(io(format!("create {}", dir.display())))?;
     let p = dir.join(format!("{tenant}.lock"));
     let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&p).map_err(io(format!("open {}", p.display())))?;
-    nix::fcntl::flock(f.as_raw_fd(), nix::fcntl::FlockArg::LockExclusive).map_err(sys(format!("lock {}", p.display())))?;
-    Ok(TenantLock(f))
+    let l = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| SandboxError::Sys(format!("lock {}", p.display()), e))?;
+    Ok(TenantLock(l))
 }
 
 /// Bring the tenant up (idempotent).
@@ -197,9 +197,12 @@ fn start_init(plan: &Plan, opts: &UpOptions, cg: &TenantCgroup, setup: OwnedFd, 
             let gc = unsafe { libc::fork() };
             if gc == 0 {
                 // SAFETY: dup2 onto fixed numbers; dup2 clears FD_CLOEXEC on the copies.
+                // First move both above 4, so neither dup2 clobbers the other.
                 unsafe {
-                    libc::dup2(setup.as_raw_fd(), 3);
-                    libc::dup2(listener.as_raw_fd(), 4);
+                    let a = libc::fcntl(setup.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10);
+                    let b = libc::fcntl(listener.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10);
+                    libc::dup2(a, 3);
+                    libc::dup2(b, 4);
                     libc::execve(init.as_ptr(), argv.as_ptr(), envp.as_ptr());
                     libc::_exit(3)
                 }

@@ -72,8 +72,9 @@ pub struct NsError {
     pub errno: Errno,
 }
 
-fn e(what: &'static str, path: &Path) -> impl FnOnce(Errno) -> NsError + '_ {
-    move |errno| NsError { what, path: path.display().to_string(), errno }
+fn e(what: &'static str, path: &Path) -> impl FnOnce(Errno) -> NsError {
+    let path = path.display().to_string();
+    move |errno| NsError { what, path, errno }
 }
 
 /// Bind-mount /proc/<pid>/ns/<name> onto <dir>/<name> for every name. `dir`

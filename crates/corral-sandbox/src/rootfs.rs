@@ -73,6 +73,8 @@ impl Rootfs {
     fn ensure(&self, dst: &Path, kind: Kind) -> Result<OwnedFd, RootfsError> {
         ensure(self.root.as_raw_fd(), dst, kind).map_err(|e| match e {
             Errno::ELOOP | Errno::EXDEV => err("refusing to follow a symlink at", dst, "a path component is a symlink"),
+            // O_DIRECTORY|O_NOFOLLOW on a symlink reports ENOTDIR.
+            Errno::ENOTDIR => err("refusing mount point", dst, "a path component is a symlink or not a directory"),
             e => err("create mount point", dst, e),
         })
     }

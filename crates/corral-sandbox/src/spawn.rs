@@ -228,7 +228,9 @@ impl<'a> Exec<'a> {
         }
         // Every fd >= 3 we inherited closes at exec (the error pipe included,
         // which is how the parent learns that exec succeeded).
-        corral_security::fds::cloexec_fds_from(3);
+        if let Err(errno) = corral_security::fds::cloexec_fds_from(3) {
+            fail(Step::Security, errno);
+        }
         // SAFETY: pointers to NUL-terminated arrays prepared before fork.
         unsafe { libc::execve(self.path.as_ptr(), self.argv_ptrs.as_ptr(), self.envp_ptrs.as_ptr()) };
         fail(Step::Exec, Errno::last())

@@ -80,6 +80,8 @@ fn namespaces_persist_between_runs_and_up_is_idempotent() {
 fn fifty_concurrent_first_uses_create_exactly_one_sandbox() {
     let env = Env::new();
     env.default_profile_with("");
+    // 50 simultaneous entries: above the default plan's 20 entry processes.
+    env.write_config(&format!("tenants/{T2}.toml"), "[limits]\nentry_processes = 64\n");
     let env = std::sync::Arc::new(env);
     let handles: Vec<_> = (0..50)
         .map(|_| {
@@ -140,9 +142,10 @@ fn ls_lists_tenants_as_json() {
     assert_eq!(names, vec![T1, T2]);
     assert!(v.as_array().unwrap().iter().all(|r| r["state"] == "up" && r["stale"] == false));
     // Changing the profile marks running sandboxes stale until restarted.
-    env.default_profile_with("hostname = \"changed\"");
+    env.write_config(&format!("tenants/{T1}.toml"), "hostname = \"changed\"\n");
     let v: serde_json::Value = serde_json::from_str(&env.ok(&["ls", "--json"])).unwrap();
-    assert!(v.as_array().unwrap().iter().all(|r| r["stale"] == true), "{v}");
+    let stale: Vec<bool> = v.as_array().unwrap().iter().map(|r| r["stale"].as_bool().unwrap()).collect();
+    assert_eq!(stale, vec![true, false], "only the tenant whose profile changed is stale: {v}");
     env.ok(&["restart", T1]);
     assert_eq!(env.sh(T1, "hostname").trim(), "changed");
 }
@@ -199,7 +202,7 @@ fn a_symlink_planted_where_the_profile_binds_is_not_followed() {
     let link = home.join("corral-race-target");
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink("/etc", &link).unwrap();
-    nix::unistd::fchownat(None, &link, Some(uid_of(T3).into()), None, nix::unistd::FchownatFlags::NoFollowSymlink).unwrap();
+    std::os::unix::fs::lchown(&link, Some(uid_of(T3)), None).unwrap();
     env.default_profile_with("[[mount]]\ntype = \"tmpfs\"\ndst = \"$HOME/corral-race-target\"\n");
     let o = env.run(&["up", T3]);
     let _ = std::fs::remove_file(&link);

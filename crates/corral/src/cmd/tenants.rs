@@ -42,7 +42,7 @@ pub fn up(ctx: &Ctx, tenants: &[String]) -> anyhow::Result<i32> {
 
 pub fn down(ctx: &Ctx, tenants: &[String]) -> anyhow::Result<i32> {
     for t in tenants {
-        corral_profile::validate_tenant_name(t)?;
+        crate::ctx::check_tenant_name(t)?;
         let was = corral_sandbox::down(&ctx.layout, t)?;
         if ctx.json {
             println!("{}", serde_json::json!({"tenant": t, "was_up": was}));

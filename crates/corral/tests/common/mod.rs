@@ -94,10 +94,11 @@ impl Env {
     /// The built-in default profile with a per-test disk /tmp location.
     pub fn default_profile_with(&self, extra: &str) {
         let tmp = self.state.path().join("tmp");
-        let text = format!("{}\n{extra}\n", corral_profile::DEFAULT_PROFILE).replace(
-            "[tmp]",
-            &format!("[tmp]\ndir = \"{}/$USER\"", tmp.display()),
-        );
+        let default_dir = "dir = \"/var/lib/corral/tmp/$USER\"";
+        assert!(corral_profile::DEFAULT_PROFILE.contains(default_dir), "the default profile's tmp dir moved");
+        // `extra` is appended: use it for tables such as [[mount]].
+        let text = format!("{}\n{extra}\n", corral_profile::DEFAULT_PROFILE)
+            .replace(default_dir, &format!("dir = \"{}/$USER\"", tmp.display()));
         self.write_config("profile.toml", &text);
     }
 

@@ -1,0 +1,266 @@
+//! Everything a tenant process needs between fork and exec, prepared before
+//! fork and applied after it in a fixed order.
+
+use std::fmt;
+
+use corral_profile::plan::SeccompPlan;
+use nix::errno::Errno;
+
+use crate::error::SecurityError;
+use crate::seccomp::{self, Filter};
+use crate::{caps, fds, identity};
+
+/// What to do with inherited descriptors `>= from` (0–2 are always kept).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FdAction {
+    /// Leave them: the caller has already arranged them.
+    Keep,
+    /// Close them now (an error pipe, if any, must be below `from`).
+    Close { from: i32 },
+    /// Mark them close-on-exec: still usable until exec (an error pipe can
+    /// report a failure of a later step), gone after it.
+    CloseOnExec { from: i32 },
+}
+
+/// One step of [`Prepared::apply_in_child`], in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Step {
+    DropBoundingSet = 1,
+    Identity = 2,
+    ClearAmbient = 3,
+    ClearCapabilities = 4,
+    NoNewPrivs = 5,
+    Fds = 6,
+    Seccomp = 7,
+}
+
+impl Step {
+    /// Every step, in order.
+    pub const ALL: [Step; 7] = [
+        Step::DropBoundingSet,
+        Step::Identity,
+        Step::ClearAmbient,
+        Step::ClearCapabilities,
+        Step::NoNewPrivs,
+        Step::Fds,
+        Step::Seccomp,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::DropBoundingSet => "drop the capability bounding set",
+            Step::Identity => "switch uid, gid and groups",
+            Step::ClearAmbient => "clear ambient capabilities",
+            Step::ClearCapabilities => "clear capabilities",
+            Step::NoNewPrivs => "set no_new_privs",
+            Step::Fds => "close inherited file descriptors",
+            Step::Seccomp => "install the seccomp filter",
+        }
+    }
+
+    /// The number the step has on the wire (see [`Step::encode`]).
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    pub fn from_code(code: u8) -> Option<Step> {
+        Step::ALL.into_iter().find(|s| s.code() == code)
+    }
+
+    /// A failure as 8 bytes for an error pipe (step code, then errno, both
+    /// little-endian u32/i32). Allocation-free, so the child can send it.
+    pub fn encode(self, errno: Errno) -> [u8; 8] {
+        let mut out = [0u8; 8];
+        let code = u32::from(self.code()).to_le_bytes();
+        let errno = (errno as i32).to_le_bytes();
+        let mut i = 0;
+        while i < 4 {
+            out[i] = code[i];
+            out[4 + i] = errno[i];
+            i += 1;
+        }
+        out
+    }
+
+    /// The inverse of [`Step::encode`]; `None` for an unknown step code.
+    pub fn decode(bytes: [u8; 8]) -> Option<(Step, Errno)> {
+        let [c0, c1, c2, c3, e0, e1, e2, e3] = bytes;
+        let code = u8::try_from(u32::from_le_bytes([c0, c1, c2, c3])).ok()?;
+        Some((
+            Step::from_code(code)?,
+            Errno::from_raw(i32::from_le_bytes([e0, e1, e2, e3])),
+        ))
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Everything [`Prepared::apply_in_child`] needs, computed before fork.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    last_cap: u32,
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+    groups: Vec<libc::gid_t>,
+    fds: FdAction,
+    filter: Option<Filter>,
+}
+
+/// Prepare the sequence for a tenant process: compile the seccomp filter,
+/// read the kernel's last capability, check the ids. Call before fork; it
+/// allocates. Descriptors default to [`FdAction::CloseOnExec`] from 3.
+pub fn prepare(
+    plan: &SeccompPlan,
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+    groups: &[libc::gid_t],
+) -> Result<Prepared, SecurityError> {
+    if uid == 0 || gid == 0 || groups.contains(&0) {
+        return Err(SecurityError::RootIdentity {
+            uid,
+            gid,
+            groups: groups.to_vec(),
+        });
+    }
+    // NGROUPS_MAX: setgroups refuses more.
+    if groups.len() > 65536 {
+        return Err(SecurityError::TooManyGroups(groups.len()));
+    }
+    Ok(Prepared {
+        last_cap: caps::last_cap()?,
+        uid,
+        gid,
+        groups: groups.to_vec(),
+        fds: FdAction::CloseOnExec { from: 3 },
+        filter: seccomp::build(plan)?,
+    })
+}
+
+impl Prepared {
+    /// Choose what happens to descriptors `>= 3`.
+    pub fn with_fds(mut self, fds: FdAction) -> Prepared {
+        self.fds = fds;
+        self
+    }
+
+    /// The compiled filter, if the plan enables seccomp.
+    pub fn filter(&self) -> Option<&Filter> {
+        self.filter.as_ref()
+    }
+
+    /// Apply every step in the forked child, as root, after it has joined
+    /// the sandbox's namespaces and before exec. Allocation-free and
+    /// async-signal-safe: safe in the child of a multi-threaded parent.
+    /// On failure the child must not exec; [`Step::encode`] the error for the
+    /// parent and `_exit`.
+    pub fn apply_in_child(&self) -> Result<(), (Step, Errno)> {
+        // 1. The bounding set first: dropping from it needs CAP_SETPCAP,
+        //    which the uid change below takes away. After this nothing the
+        //    process execs (setuid root, file capabilities) can regain a cap.
+        caps::drop_bounding_set(self.last_cap).map_err(|e| (Step::DropBoundingSet, e))?;
+        // 2. Groups, then gid, then uid: each needs CAP_SETGID/CAP_SETUID,
+        //    which the switch to a non-root uid removes (it empties the
+        //    permitted, effective and ambient sets). Verified afterwards.
+        identity::become_user(self.uid, self.gid, &self.groups).map_err(|e| (Step::Identity, e))?;
+        // 3–4. What the uid change leaves: the inheritable set always, and
+        //    everything if securebits (SECBIT_KEEP_CAPS, NO_SETUID_FIXUP)
+        //    were set. After the ids, or the ids could not change.
+        caps::clear_ambient().map_err(|e| (Step::ClearAmbient, e))?;
+        caps::clear_all().map_err(|e| (Step::ClearCapabilities, e))?;
+        // 5. Before seccomp: without capabilities the kernel only accepts a
+        //    filter from a no_new_privs process.
+        caps::set_no_new_privs().map_err(|e| (Step::NoNewPrivs, e))?;
+        // 6. Descriptors.
+        match self.fds {
+            FdAction::Keep => Ok(()),
+            FdAction::Close { from } => fds::close_fds_from(from),
+            FdAction::CloseOnExec { from } => fds::cloexec_fds_from(from),
+        }
+        .map_err(|e| (Step::Fds, e))?;
+        // 7. Seccomp last, so the filter never refuses a setup step (a plan
+        //    may deny capset or close_range) and a kill action cannot kill
+        //    the child halfway. Only exec (never denied) comes after.
+        if let Some(filter) = &self.filter {
+            filter.apply().map_err(|e| (Step::Seccomp, e))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corral_profile::plan::SeccompAction;
+
+    fn plan() -> SeccompPlan {
+        SeccompPlan {
+            enabled: true,
+            action: SeccompAction::Errno,
+            allow_ptrace: false,
+            allow_io_uring: false,
+            deny: vec![],
+            allow: vec![],
+        }
+    }
+
+    #[test]
+    fn steps_round_trip_through_the_wire_format() {
+        for step in Step::ALL {
+            for errno in [Errno::EPERM, Errno::EINVAL, Errno::ENOSYS] {
+                assert_eq!(Step::decode(step.encode(errno)), Some((step, errno)));
+            }
+        }
+        assert_eq!(Step::decode([0, 0, 0, 0, 1, 0, 0, 0]), None);
+        assert_eq!(Step::decode([1, 1, 0, 0, 1, 0, 0, 0]), None);
+        let codes: Vec<u8> = Step::ALL.iter().map(|s| s.code()).collect();
+        assert_eq!(
+            codes,
+            (1..=7).collect::<Vec<u8>>(),
+            "codes follow the order"
+        );
+    }
+
+    #[test]
+    fn root_ids_are_refused() {
+        for (uid, gid, groups) in [
+            (0, 1000, vec![]),
+            (1000, 0, vec![]),
+            (1000, 1000, vec![1000, 0]),
+        ] {
+            assert!(matches!(
+                prepare(&plan(), uid, gid, &groups),
+                Err(SecurityError::RootIdentity { .. })
+            ));
+        }
+        let too_many = vec![1000; 65537];
+        assert!(matches!(
+            prepare(&plan(), 1000, 1000, &too_many),
+            Err(SecurityError::TooManyGroups(65537))
+        ));
+    }
+
+    #[test]
+    fn prepare_compiles_the_filter_unless_disabled() {
+        let p = prepare(&plan(), 65534, 65534, &[65534]).unwrap();
+        assert!(p.filter().is_some());
+        assert_eq!(p.fds, FdAction::CloseOnExec { from: 3 });
+        let mut off = plan();
+        off.enabled = false;
+        let p = prepare(&off, 65534, 65534, &[])
+            .unwrap()
+            .with_fds(FdAction::Keep);
+        assert!(p.filter().is_none());
+        assert_eq!(p.fds, FdAction::Keep);
+        let mut bad = plan();
+        bad.allow = vec!["mout".into()];
+        assert!(matches!(
+            prepare(&bad, 65534, 65534, &[]),
+            Err(SecurityError::UnknownSyscall(_))
+        ));
+    }
+}
