@@ -174,6 +174,7 @@ fn control_listener(path: &Path) -> Result<OwnedFd, SandboxError> {
 /// Fork the intermediate child, put it in the cgroup, unshare, fork the init.
 fn start_init(plan: &Plan, opts: &UpOptions, cg: &TenantCgroup, setup: OwnedFd, listener: OwnedFd) -> Result<i32, SandboxError> {
     let flags = namespaces::clone_flags(plan);
+    let user = plan.namespaces.user;
     let init = std::ffi::CString::new(opts.init.as_os_str().as_encoded_bytes()).map_err(|_| SandboxError::Setup { tenant: plan.tenant.name.clone(), message: "bad init path".into() })?;
     let arg0 = std::ffi::CString::new(format!("corral-init: {}", plan.tenant.name)).expect("tenant names have no NUL");
     let argv = [arg0.as_ptr(), std::ptr::null()];
@@ -192,6 +193,17 @@ fn start_init(plan: &Plan, opts: &UpOptions, cg: &TenantCgroup, setup: OwnedFd, 
             // SAFETY: unshare takes only flags.
             if unsafe { libc::unshare(flags.bits()) } < 0 {
                 unsafe { libc::_exit(2) };
+            }
+            if user {
+                // Ask the parent to write our uid/gid maps, wait until it has.
+                // SAFETY: one-byte write/read on pipes we own.
+                unsafe {
+                    if libc::write(pid_w.as_raw_fd(), b"u".as_ptr().cast(), 1) != 1
+                        || libc::read(go_r.as_raw_fd(), b.as_mut_ptr().cast(), 1) != 1
+                    {
+                        libc::_exit(5);
+                    }
+                }
             }
             // SAFETY: as above; the grandchild only dup2s and execs.
             let gc = unsafe { libc::fork() };
@@ -224,6 +236,19 @@ fn start_init(plan: &Plan, opts: &UpOptions, cg: &TenantCgroup, setup: OwnedFd, 
                 return Err(e);
             }
             nix::unistd::write(&go_w, b"g").map_err(sys("start the intermediate child"))?;
+            if user {
+                let mut u = [0u8; 1];
+                let mapped = nix::unistd::read(pid_r.as_raw_fd(), &mut u)
+                    .map_err(sys("wait for the user namespace"))
+                    .and_then(|n| if n == 1 { Ok(()) } else { Err(SandboxError::Sys("create the user namespace".into(), Errno::EPERM)) })
+                    .and_then(|_| namespaces::write_identity_maps(child.as_raw()).map_err(io("write uid/gid maps")));
+                if let Err(e) = mapped {
+                    let _ = kill(child, Signal::SIGKILL);
+                    let _ = nix::sys::wait::waitpid(child, None);
+                    return Err(e);
+                }
+                nix::unistd::write(&go_w, b"m").map_err(sys("resume the intermediate child"))?;
+            }
             let status = nix::sys::wait::waitpid(child, None).map_err(sys("wait for the intermediate child"))?;
             let mut buf = [0u8; 4];
             let mut f = std::fs::File::from(pid_r);

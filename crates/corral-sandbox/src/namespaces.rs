@@ -44,6 +44,7 @@ pub fn clone_flags(plan: &Plan) -> CloneFlags {
         (ns.uts, CloneFlags::CLONE_NEWUTS),
         (ns.cgroup, CloneFlags::CLONE_NEWCGROUP),
         (ns.net == NetMode::None, CloneFlags::CLONE_NEWNET),
+        (ns.user, CloneFlags::CLONE_NEWUSER),
     ] {
         if on {
             f |= flag;
@@ -128,6 +129,16 @@ pub fn open(dir: &Path, names: &[String]) -> Result<Vec<(OwnedFd, CloneFlags)>, 
 pub fn join(fds: &[(OwnedFd, CloneFlags)]) -> Result<(), NsError> {
     for (fd, flag) in fds {
         nix::sched::setns(fd.as_fd(), *flag).map_err(|errno| NsError { what: "setns", path: format!("{flag:?}"), errno })?;
+    }
+    Ok(())
+}
+
+/// Identity uid/gid maps for a user namespace `corral up` created: tenants
+/// keep their real ids (file ownership stays meaningful), while the init's
+/// root is confined to capabilities over the sandbox's own namespaces.
+pub fn write_identity_maps(pid: i32) -> std::io::Result<()> {
+    for f in ["uid_map", "gid_map"] {
+        std::fs::write(format!("/proc/{pid}/{f}"), "0 0 4294967295\n")?;
     }
     Ok(())
 }

@@ -1,0 +1,192 @@
+//! Layers (template, tenant override) + tenant + plan → a validated `Plan`.
+
+use crate::doc::L;
+use crate::error::{Location, ProfileError, Source};
+use crate::expand::expand;
+use crate::layer::{self, check_tmp, Layer, TmpKind};
+use crate::limits::{self, PlanFile};
+use crate::plan::{
+    EnvPlan, LimitsSource, Namespaces, NetMode, Plan, SeccompAction, SeccompPlan, Tenant, TmpPlan,
+};
+use crate::values::{abs_path, abs_path_not_root, is_hostname, HOSTNAME};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub(crate) const DEFAULT_KEEP: &[&str] = &["LANG", "LC_ALL", "TZ", "TERM"];
+pub(crate) const DEFAULT_SET: &[(&str, &str)] = &[
+    ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+    ("HOME", "$HOME"),
+    ("USER", "$USER"),
+    ("LOGNAME", "$USER"),
+    ("SHELL", "/bin/sh"),
+];
+pub(crate) const DEFAULT_TMP_DIR: &str = "/var/lib/corral/tmp/$USER";
+
+/// A file's text and the name to show for it.
+pub(crate) struct Input<'a> {
+    pub text: &'a str,
+    pub path: &'a Path,
+}
+
+/// Read the template and the optional tenant override, resolve limits, build.
+pub(crate) fn assemble(
+    template: Input<'_>,
+    over: Option<Input<'_>>,
+    tenant: Tenant,
+    plans: PlanFile,
+) -> Result<Plan, ProfileError> {
+    let mut layer = layer::parse(Source {
+        path: template.path,
+        text: template.text,
+    })?;
+    let mut sources = vec![template.path.to_path_buf()];
+    if let Some(over) = over {
+        layer = layer.overlay(layer::parse(Source {
+            path: over.path,
+            text: over.text,
+        })?);
+        sources.push(over.path.to_path_buf());
+    }
+    let defaults = Defaults {
+        at: Location {
+            file: template.path.to_path_buf(),
+            line: 1,
+            column: 1,
+        },
+    };
+    let plan = layer
+        .plan
+        .clone()
+        .unwrap_or_else(|| defaults.value("plan", "default"));
+    let limits = limits::resolve(
+        &plan,
+        plans,
+        std::mem::take(&mut layer.limits),
+        &mut sources,
+    )?;
+    build(layer, tenant, limits, sources, &defaults)
+}
+
+/// Values the files leave out. Errors about them point at the template's
+/// first line and say the value is a default.
+struct Defaults {
+    at: Location,
+}
+
+impl Defaults {
+    fn value(&self, key: &str, v: &str) -> L<String> {
+        L {
+            v: v.to_string(),
+            at: self.at.clone(),
+            key: format!("{key} (not set; default {v:?})"),
+        }
+    }
+}
+
+fn expanded(l: &L<String>, tenant: &Tenant) -> Result<L<String>, ProfileError> {
+    Ok(L {
+        v: expand(l, tenant)?,
+        ..l.clone()
+    })
+}
+
+fn build(
+    layer: Layer,
+    tenant: Tenant,
+    limits: LimitsSource,
+    sources: Vec<PathBuf>,
+    defaults: &Defaults,
+) -> Result<Plan, ProfileError> {
+    let hostname = layer
+        .hostname
+        .unwrap_or_else(|| defaults.value("hostname", "$USER"));
+    let hostname = expanded(&hostname, &tenant)?;
+    if !is_hostname(&hostname.v) {
+        let expected = format!("{HOSTNAME} (after expansion; set hostname for this tenant)");
+        return Err(hostname.invalid(expected, format!("{:?}", hostname.v)));
+    }
+    let workdir = layer
+        .workdir
+        .unwrap_or_else(|| defaults.value("workdir", "$HOME"));
+    let workdir = abs_path(&expanded(&workdir, &tenant)?)?;
+
+    let flag = |l: Option<L<bool>>, default: bool| l.map_or(default, |l| l.v);
+    let ns = layer.ns;
+    let namespaces = Namespaces {
+        mount: true,
+        pid: flag(ns.pid, true),
+        ipc: flag(ns.ipc, true),
+        uts: flag(ns.uts, true),
+        cgroup: flag(ns.cgroup, true),
+        net: ns.net.map_or(NetMode::Host, |l| l.v),
+        user: flag(ns.user, false),
+    };
+
+    let keep = match layer.env_keep {
+        Some(list) => list.into_iter().map(|l| l.v).collect(),
+        None => DEFAULT_KEEP.iter().map(|s| s.to_string()).collect(),
+    };
+    let set = layer.env_set.unwrap_or_else(|| {
+        DEFAULT_SET
+            .iter()
+            .map(|(k, v)| (k.to_string(), defaults.value(&format!("env.set.{k}"), v)))
+            .collect()
+    });
+    let set = set
+        .into_iter()
+        .map(|(k, v)| Ok((k, expand(&v, &tenant)?)))
+        .collect::<Result<BTreeMap<_, _>, ProfileError>>()?;
+
+    check_tmp(&layer.tmp)?;
+    let tmp = match layer.tmp.kind.map_or(TmpKind::Disk, |k| k.v) {
+        TmpKind::Disk => {
+            let dir = layer
+                .tmp
+                .dir
+                .unwrap_or_else(|| defaults.value("tmp.dir", DEFAULT_TMP_DIR));
+            TmpPlan::Disk {
+                host_dir: abs_path_not_root(&expanded(&dir, &tenant)?)?,
+            }
+        }
+        TmpKind::Tmpfs => TmpPlan::Tmpfs {
+            size: layer.tmp.size.map(|s| s.v),
+        },
+    };
+
+    let sc = layer.seccomp;
+    let names = |l: Option<Vec<L<String>>>| {
+        let mut out: Vec<String> = Vec::new();
+        for name in l.unwrap_or_default() {
+            if !out.contains(&name.v) {
+                out.push(name.v);
+            }
+        }
+        out
+    };
+    let seccomp = SeccompPlan {
+        enabled: flag(sc.enabled, true),
+        action: sc.action.map_or(SeccompAction::Errno, |l| l.v),
+        allow_ptrace: flag(sc.allow_ptrace, false),
+        allow_io_uring: flag(sc.allow_io_uring, false),
+        deny: names(sc.deny),
+        allow: names(sc.allow),
+    };
+
+    let mounts = layer
+        .mounts
+        .iter()
+        .map(|m| m.lower(&tenant))
+        .collect::<Result<_, _>>()?;
+    Ok(Plan {
+        hostname: hostname.v,
+        workdir,
+        namespaces,
+        mounts,
+        tmp,
+        env: EnvPlan { keep, set },
+        seccomp,
+        limits,
+        sources,
+        tenant,
+    })
+}

@@ -1,0 +1,109 @@
+//! corral profiles: a TOML template, optionally overridden per tenant,
+//! expanded for one tenant into a validated [`Plan`] that the sandbox
+//! executor runs without looking anything up again.
+//!
+//! Files under a configuration directory (usually `/etc/corral`):
+//! - `profile.toml`: the template (the built-in [`DEFAULT_PROFILE`] if absent);
+//! - `tenants/<tenant>.toml`: optional per-tenant override, same schema;
+//! - `plans/<name>.toml`: limit plans (`default` falls back to [`DEFAULT_PLAN`]).
+//!
+//! The schema is documented in `docs/profile.md`.
+
+pub mod plan;
+
+mod build;
+mod digest;
+mod doc;
+mod error;
+mod expand;
+mod layer;
+mod limits;
+mod mounts;
+mod render;
+mod tenant;
+mod values;
+
+#[cfg(test)]
+mod tests;
+
+pub use error::{Location, ProfileError};
+pub use limits::BUILTIN_PLAN;
+pub use plan::Plan;
+pub use render::render;
+
+use build::Input;
+use limits::PlanFile;
+use std::io;
+use std::path::Path;
+
+/// The built-in template, used when `<config>/profile.toml` does not exist
+/// (and printed by `corral profile default`).
+pub const DEFAULT_PROFILE: &str = include_str!("default.toml");
+
+/// The built-in `default` plan, used when `<config>/plans/default.toml` does
+/// not exist.
+pub const DEFAULT_PLAN: &str = include_str!("default_plan.toml");
+
+/// Shown as the file of values from [`DEFAULT_PROFILE`].
+pub const BUILTIN_PROFILE: &str = "<built-in default profile>";
+
+/// The plan of `tenant` (a Unix user other than root) from the files under
+/// `config_dir`.
+pub fn load(config_dir: &Path, tenant: &str) -> Result<Plan, ProfileError> {
+    let tenant = tenant::lookup(tenant)?;
+    let template_path = config_dir.join("profile.toml");
+    let template_text = read_optional(&template_path)?;
+    let template = match &template_text {
+        Some(text) => Input {
+            text,
+            path: &template_path,
+        },
+        None => Input {
+            text: DEFAULT_PROFILE,
+            path: Path::new(BUILTIN_PROFILE),
+        },
+    };
+    let over_path = config_dir
+        .join("tenants")
+        .join(format!("{}.toml", tenant.name));
+    let over_text = read_optional(&over_path)?;
+    let over = over_text.as_deref().map(|text| Input {
+        text,
+        path: &over_path,
+    });
+    build::assemble(
+        template,
+        over,
+        tenant,
+        PlanFile::Resolve(config_dir.to_path_buf()),
+    )
+}
+
+/// Check a template (or tenant override) file on its own: it is expanded for
+/// a stand-in tenant `example` (uid and gid 1000, home `/home/example`).
+/// Plan names other than `default` are checked for form only.
+pub fn check_file(path: &Path) -> Result<(), ProfileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    check_str(&text, path)
+}
+
+/// Like [`check_file`], for text read elsewhere; `origin` names it in errors.
+/// Never panics, whatever the text.
+pub fn check_str(text: &str, origin: &Path) -> Result<(), ProfileError> {
+    let template = Input { text, path: origin };
+    build::assemble(template, None, tenant::example(), PlanFile::TemplateOnly).map(|_| ())
+}
+
+fn read_optional(path: &Path) -> Result<Option<String>, ProfileError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(ProfileError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}

@@ -1,0 +1,217 @@
+//! Tenant overrides on top of the template; limits over the plan.
+
+use super::example_plan;
+use super::load::config;
+use crate::load;
+use crate::plan::{MountOp, NetMode, Origin, SeccompAction, TmpPlan};
+use std::fs;
+use std::path::PathBuf;
+
+const TEMPLATE: &str = r#"hostname = "web"
+[namespaces]
+pid = false
+net = "none"
+[env]
+keep = ["LANG", "TERM"]
+[env.set]
+PATH = "/usr/bin:/bin"
+A = "1"
+[seccomp]
+action = "kill"
+deny = ["personality"]
+[[mount]]
+type = "ro-bind"
+src = "/usr"
+[[mount]]
+type = "proc"
+dst = "/proc"
+"#;
+
+const OVERRIDE: &str = r#"hostname = "shop"
+[namespaces]
+net = "host"
+[env]
+keep = ["TERM", "TZ"]
+[env.set]
+A = "2"
+B = "$USER"
+[seccomp]
+deny = ["keyctl"]
+[[mount]]
+type = "tmpfs"
+dst = "/cache"
+"#;
+
+#[test]
+fn override_sets_merges_and_appends() {
+    let plan = example_plan(TEMPLATE, Some(OVERRIDE)).unwrap();
+    assert_eq!(plan.hostname, "shop");
+    assert_eq!(plan.namespaces.net, NetMode::Host, "set by the override");
+    assert!(
+        !plan.namespaces.pid,
+        "kept from the template: tables merge key by key"
+    );
+    assert_eq!(
+        plan.env.keep,
+        ["LANG", "TERM", "TZ"],
+        "keep lists are a union"
+    );
+    let set: Vec<(&str, &str)> = plan
+        .env
+        .set
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(
+        set,
+        [("A", "2"), ("B", "example"), ("PATH", "/usr/bin:/bin")],
+        "set maps overlay"
+    );
+    assert_eq!(plan.seccomp.action, SeccompAction::Kill);
+    assert_eq!(
+        plan.seccomp.deny,
+        ["keyctl"],
+        "lists other than env.keep are replaced"
+    );
+    assert_eq!(
+        plan.mounts,
+        [
+            MountOp::Bind {
+                src: "/usr".into(),
+                dst: "/usr".into(),
+                ro: true,
+                dev: false,
+                optional: false
+            },
+            MountOp::Proc {
+                dst: "/proc".into()
+            },
+            MountOp::Tmpfs {
+                dst: "/cache".into(),
+                size: None,
+                mode: 0o755
+            },
+        ]
+    );
+    assert_eq!(
+        plan.sources,
+        [
+            PathBuf::from(super::PROFILE),
+            PathBuf::from("/etc/corral/tenants/example.toml"),
+            PathBuf::from(crate::BUILTIN_PLAN)
+        ]
+    );
+}
+
+#[test]
+fn errors_in_the_override_name_the_override() {
+    let err = example_plan(
+        TEMPLATE,
+        Some("[[mount]]\ntype = \"dir\"\ndst = \"/a/../b\"\n"),
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "/etc/corral/tenants/example.toml:3:7: mount[0].dst: expected an absolute path without \"..\" \
+         components; found \"/a/../b\""
+    );
+}
+
+#[test]
+fn tmp_kind_change_drops_the_old_kinds_settings() {
+    let template = "[tmp]\nkind = \"disk\"\ndir = \"/srv/tmp/$USER\"\n";
+    let plan = example_plan(template, Some("[tmp]\nkind = \"tmpfs\"\nsize = \"32M\"\n")).unwrap();
+    assert_eq!(
+        plan.tmp,
+        TmpPlan::Tmpfs {
+            size: Some(32 << 20)
+        }
+    );
+    let plan = example_plan(template, Some("[tmp]\ndir = \"/big/$USER\"\n")).unwrap();
+    assert_eq!(
+        plan.tmp,
+        TmpPlan::Disk {
+            host_dir: "/big/example".into()
+        }
+    );
+    let err = example_plan(template, Some("[tmp]\nsize = \"32M\"\n")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "/etc/corral/tenants/example.toml:2:8: tmp.size: expected no tmp.size with kind = \"disk\" (size \
+         is for kind = \"tmpfs\"); found 33554432"
+    );
+}
+
+#[test]
+fn limits_overlay_plan_then_template_then_tenant() {
+    let dir = config();
+    let cfg = dir.path();
+    fs::write(
+        cfg.join("plans/gold.toml"),
+        "cpu = \"200%\"\nprocesses = 300\n\n[memory]\nmax = \"4G\"\nhigh = \"3G\"\n[io]\nread_bps = \"10M\"\n",
+    )
+    .unwrap();
+    fs::write(
+        cfg.join("profile.toml"),
+        "plan = \"default\"\n[limits]\nmemory.max = \"512M\"\nprocesses = 50\n",
+    )
+    .unwrap();
+    fs::write(
+        cfg.join("tenants/nobody.toml"),
+        "plan = \"gold\"\n\n[limits]\ncpu = \"150%\"\nmemory = { high = \"2G\" }\n[limits.io]\nread_bps = 5000\n",
+    )
+    .unwrap();
+    let plan = load(cfg, "nobody").unwrap();
+    assert_eq!(plan.limits.plan, "gold", "the tenant chose the plan");
+    let gold = cfg.join("plans/gold.toml");
+    let profile = cfg.join("profile.toml");
+    let tenant = cfg.join("tenants/nobody.toml");
+    let got: Vec<(&str, String, Origin)> = plan
+        .limits
+        .values
+        .iter()
+        .map(|(k, (v, o))| (k.as_str(), v.to_string(), o.clone()))
+        .collect();
+    let at = |file: &PathBuf, line| Origin {
+        file: file.clone(),
+        line,
+    };
+    assert_eq!(
+        got,
+        [
+            ("cpu", "\"150%\"".into(), at(&tenant, 4)),
+            ("io.read_bps", "5000".into(), at(&tenant, 7)),
+            ("memory.high", "\"2G\"".into(), at(&tenant, 5)),
+            ("memory.max", "\"512M\"".into(), at(&profile, 3)),
+            ("processes", "50".into(), at(&profile, 4)),
+        ]
+    );
+    assert_eq!(plan.sources, [profile, tenant, gold]);
+}
+
+#[test]
+fn a_limit_replaces_what_is_nested_in_or_above_it() {
+    let plan = example_plan("[limits]\nmemory = \"1G\"\n", None).unwrap();
+    let keys: Vec<&String> = plan.limits.values.keys().collect();
+    assert!(
+        keys.contains(&&"memory".to_string()) && !keys.iter().any(|k| k.starts_with("memory.")),
+        "{keys:?}"
+    );
+    let plan = example_plan(
+        "[limits]\nmemory = \"1G\"\n",
+        Some("[limits.memory]\nmax = \"2G\"\n"),
+    )
+    .unwrap();
+    assert!(!plan.limits.values.contains_key("memory"));
+    assert_eq!(
+        plan.limits.values["memory.max"].0,
+        toml::Value::String("2G".into())
+    );
+}
+
+#[test]
+fn check_only_knows_the_default_plan() {
+    let plan = example_plan("plan = \"gold\"\n[limits]\ncpu = \"10%\"\n", None).unwrap();
+    assert_eq!(plan.limits.plan, "gold");
+    assert_eq!(plan.limits.values.len(), 1);
+}
