@@ -42,7 +42,12 @@ pub fn load(layout: &Layout, tenant: &str) -> Result<Target, JoinError> {
     };
     let raw = std::fs::read(dir.plan()).map_err(|e| JoinError::Other(format!("read {}: {e}", dir.plan().display())))?;
     let plan: Plan = serde_json::from_slice(&raw).map_err(|e| JoinError::Other(format!("parse {}: {e}", dir.plan().display())))?;
-    let limits = Limits::from_source(&plan.limits).map_err(|e| JoinError::Other(e.to_string()))?;
+    // Live changes (`corral limits set`) live in limits.json; the plan's
+    // limits are the fallback for a state dir written without it.
+    let limits = match std::fs::read(dir.limits()) {
+        Ok(b) => serde_json::from_slice(&b).map_err(|e| JoinError::Other(format!("parse {}: {e}", dir.limits().display())))?,
+        Err(_) => Limits::from_source(&plan.limits).map_err(|e| JoinError::Other(e.to_string()))?,
+    };
     Ok(Target { state, plan, limits })
 }
 

@@ -103,6 +103,7 @@ fn create(layout: &Layout, dir: &TenantDir, plan: &Plan, limits: &Limits, opts: 
     std::fs::create_dir_all(dir.root()).map_err(io("create root mount point"))?;
     std::fs::create_dir_all(dir.entry()).map_err(io("create entry dir"))?;
     write_atomic(&dir.plan(), &serde_json::to_vec(plan).expect("plan serializes"), 0o600).map_err(io("write plan.json"))?;
+    write_atomic(&dir.limits(), &serde_json::to_vec(limits).expect("limits serialize"), 0o600).map_err(io("write limits.json"))?;
 
     let backend = Backend::detect(&opts.cgroup_parent).map_err(|e| SandboxError::Cgroup(e.to_string()))?;
     let cg = TenantCgroup::create(&backend, &plan.tenant.name).map_err(|e| SandboxError::Cgroup(e.to_string()))?;
@@ -330,7 +331,7 @@ fn remove_all(layout: &Layout, tenant: &str, cgroup_parent: Option<&str>) -> Res
             }
         }
     }
-    for f in [dir.state(), dir.plan(), dir.control()] {
+    for f in [dir.state(), dir.plan(), dir.limits(), dir.control()] {
         let _ = std::fs::remove_file(f);
     }
     let _ = std::fs::remove_dir_all(dir.entry());

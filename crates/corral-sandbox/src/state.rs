@@ -8,6 +8,7 @@
 //!     control.sock  the init's control socket (host side only)
 //!     ns/           a private mount holding bind-mounted namespace files
 //!     root/         empty mount point used while the rootfs is built
+//!     limits.json   effective limits (plan + `corral limits set`)
 //!     entry/        entry-process slots
 //! ```
 
@@ -91,6 +92,10 @@ impl TenantDir {
     }
     pub fn root(&self) -> PathBuf {
         self.dir.join("root")
+    }
+    /// The effective limits of the running sandbox (plan + live changes).
+    pub fn limits(&self) -> PathBuf {
+        self.dir.join("limits.json")
     }
     pub fn entry(&self) -> PathBuf {
         self.dir.join("entry")

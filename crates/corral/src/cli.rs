@@ -61,6 +61,53 @@ command could not be executed / was not found.")]
     /// Print profiles.
     #[command(subcommand)]
     Profile(ProfileCmd),
+    /// Show a tenant's limits, change them live, or re-read plans.
+    #[command(subcommand)]
+    Limits(LimitsCmd),
+    /// One-shot usage and fault counters per tenant (CPU %, memory, processes, IO, entry processes).
+    Stats(StatsArgs),
+    /// Live, refreshing usage per tenant, sortable (like lvetop).
+    Top(TopArgs),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum LimitsCmd {
+    /// Effective limits (of the running sandbox, else from the profile and plan).
+    Show { tenant: String },
+    /// Change limits of a running tenant without restarting it, e.g. `cpu=50% memory.max=512M processes=200`.
+    #[command(after_help = "Keys: cpu cpu.weight memory.max memory.high memory.swap_max processes io.read_bps io.write_bps \
+io.read_iops io.write_iops entry_processes rlimits.nofile rlimits.core rlimits.cpu rlimits.as. \
+Values: 50%, 512M, 1G, a number, or max. All are validated before any is applied. \
+Changes last until the sandbox is rebuilt: put permanent ones in the tenant's override file.")]
+    Set {
+        tenant: String,
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        assignments: Vec<String>,
+    },
+    /// Re-read profiles and plans and apply them to running tenants (all if none named).
+    Reload { tenants: Vec<String> },
+}
+
+#[derive(Args, Debug)]
+pub struct StatsArgs {
+    /// Only this tenant (default: every running tenant).
+    pub tenant: Option<String>,
+    /// Sampling window for rates (CPU %, IO/s), in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    pub interval_ms: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct TopArgs {
+    /// Sort by: cpu, mem, procs, io, faults, name.
+    #[arg(long, default_value = "cpu", value_parser = ["cpu", "mem", "procs", "io", "faults", "name"])]
+    pub sort: String,
+    /// Refresh interval in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub interval_ms: u64,
+    /// Stop after this many refreshes (default: until Ctrl-C).
+    #[arg(long)]
+    pub iterations: Option<u64>,
 }
 
 #[derive(Args, Debug)]

@@ -1,5 +1,6 @@
 //! One module per subcommand family.
 
+mod limits;
 mod profile;
 mod run;
 mod tenants;
@@ -16,5 +17,8 @@ pub fn dispatch(ctx: &Ctx, cmd: Command) -> anyhow::Result<i32> {
         Command::Run(a) => run::run(ctx, a),
         Command::Check(a) => profile::check(ctx, a),
         Command::Profile(p) => profile::profile(ctx, p),
+        Command::Limits(c) => limits::limits(ctx, c),
+        Command::Stats(a) => limits::stats(ctx, a),
+        Command::Top(a) => limits::top(ctx, a),
     }
 }

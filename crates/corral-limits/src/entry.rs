@@ -1,0 +1,231 @@
+//! Entry processes (like CloudLinux EP): at most `limit` concurrent entries
+//! into a tenant's sandbox, counted with lock files so that it works across
+//! processes and a slot held by a crashed process comes back by itself.
+//!
+//! The directory holds `slot.0` .. `slot.<limit-1>`; an entry holds one of
+//! them with `flock(LOCK_EX|LOCK_NB)`. The kernel drops the lock when the
+//! last descriptor of that open file goes away, including on a crash. A
+//! refused entry increments `rejections`, a counter updated under its own lock.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EntryError {
+    #[error("all {limit} entry process slots are in use")]
+    Full { limit: u32 },
+    #[error("entry process limit must be at least 1, got {0}")]
+    InvalidLimit(u32),
+    #[error("{op} {}: {source}", path.display())]
+    Io { op: &'static str, path: PathBuf, source: io::Error },
+}
+
+fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> EntryError + 'a {
+    move |source| EntryError::Io { op, path: path.to_path_buf(), source }
+}
+
+/// The slots of one tenant.
+#[derive(Debug, Clone)]
+pub struct EntrySlots {
+    dir: PathBuf,
+    limit: u32,
+}
+
+/// A held slot; dropping it (or the process dying) frees the slot.
+#[derive(Debug)]
+pub struct EntryGuard {
+    file: File,
+    slot: u32,
+}
+
+impl EntryGuard {
+    pub fn slot(&self) -> u32 {
+        self.slot
+    }
+}
+
+impl AsFd for EntryGuard {
+    /// The locked descriptor (O_CLOEXEC). A child that should keep the slot
+    /// while it runs can get a duplicate of it; the slot is then free only
+    /// when both the guard and the child's copy are gone.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
+fn open_rw(path: &Path) -> Result<File, EntryError> {
+    // std opens with O_CLOEXEC.
+    OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(path).map_err(io_err("opening", path))
+}
+
+/// flock(2) on a file, retrying EINTR. The lock is never explicitly
+/// released: it goes with the last descriptor of the open file (so a forked
+/// copy of a guard cannot free the slot behind its owner's back).
+fn flock(file: &File, op: libc::c_int) -> Result<(), io::Error> {
+    loop {
+        // SAFETY: the descriptor is valid for the borrow of `file`; flock
+        // touches no memory.
+        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Tries an exclusive lock without waiting: Ok(false) when someone holds it.
+fn try_lock(file: &File, path: &Path) -> Result<bool, EntryError> {
+    match flock(file, libc::LOCK_EX | libc::LOCK_NB) {
+        Ok(()) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(false),
+        Err(e) => Err(io_err("locking", path)(e)),
+    }
+}
+
+impl EntrySlots {
+    /// Slots in `dir` (created 0700 if missing) for `limit` concurrent entries.
+    pub fn open(dir: &Path, limit: u32) -> Result<EntrySlots, EntryError> {
+        if limit == 0 {
+            return Err(EntryError::InvalidLimit(limit));
+        }
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(io_err("creating", dir))?;
+        Ok(EntrySlots { dir: dir.to_path_buf(), limit })
+    }
+
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    fn slot_path(&self, i: u32) -> PathBuf {
+        self.dir.join(format!("slot.{i}"))
+    }
+
+    /// Takes a free slot, or fails with [`EntryError::Full`] (and counts the
+    /// rejection). The search starts at a pid- and time-based slot so that
+    /// concurrent entries rarely try the same files.
+    pub fn try_acquire(&self) -> Result<EntryGuard, EntryError> {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let start = (std::process::id() ^ nanos) % self.limit;
+        // Two passes: a slot briefly locked by `in_use`'s probe or by an
+        // entry that is leaving is not a reason to refuse.
+        for _pass in 0..2 {
+            for k in 0..self.limit {
+                let slot = (start + k) % self.limit;
+                let path = self.slot_path(slot);
+                let file = open_rw(&path)?;
+                if try_lock(&file, &path)? {
+                    return Ok(EntryGuard { file, slot });
+                }
+            }
+        }
+        self.count_rejection()?;
+        Err(EntryError::Full { limit: self.limit })
+    }
+
+    fn counter_path(&self) -> PathBuf {
+        self.dir.join("rejections")
+    }
+
+    fn count_rejection(&self) -> Result<(), EntryError> {
+        let path = self.counter_path();
+        let mut f = open_rw(&path)?;
+        // Held for a read and a write only, so waiting is short.
+        flock(&f, libc::LOCK_EX).map_err(io_err("locking", &path))?;
+        let mut text = String::new();
+        f.read_to_string(&mut text).map_err(io_err("reading", &path))?;
+        let n: u64 = text.trim().parse().unwrap_or(0);
+        f.seek(SeekFrom::Start(0)).map_err(io_err("writing", &path))?;
+        f.set_len(0).map_err(io_err("writing", &path))?;
+        f.write_all(format!("{}\n", n + 1).as_bytes()).map_err(io_err("writing", &path))?;
+        Ok(())
+    }
+
+    /// Entries refused since the directory was created.
+    pub fn rejections(&self) -> Result<u64, EntryError> {
+        let path = self.counter_path();
+        let mut f = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(io_err("opening", &path)(e)),
+        };
+        flock(&f, libc::LOCK_SH).map_err(io_err("locking", &path))?;
+        let mut text = String::new();
+        f.read_to_string(&mut text).map_err(io_err("reading", &path))?;
+        if text.trim().is_empty() {
+            // Created by a first rejection that has not written yet.
+            return Ok(0);
+        }
+        text.trim().parse().map_err(|_| {
+            io_err("parsing", &path)(io::Error::new(io::ErrorKind::InvalidData, format!("not a count: {text:?}")))
+        })
+    }
+
+    /// Slots held right now, probed with a non-blocking lock on each
+    /// existing slot file (including ones beyond a lowered limit).
+    pub fn in_use(&self) -> Result<u32, EntryError> {
+        let mut held = 0;
+        let entries = std::fs::read_dir(&self.dir).map_err(io_err("listing", &self.dir))?;
+        for entry in entries {
+            let entry = entry.map_err(io_err("listing", &self.dir))?;
+            let name = entry.file_name();
+            let is_slot = name.to_str().and_then(|n| n.strip_prefix("slot.")).is_some_and(|i| i.parse::<u32>().is_ok());
+            if !is_slot {
+                continue;
+            }
+            let path = entry.path();
+            let file = File::open(&path).map_err(io_err("opening", &path))?;
+            if !try_lock(&file, &path)? {
+                held += 1;
+            }
+        }
+        Ok(held)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_fill_refuse_and_free() {
+        let t = tempfile::tempdir().unwrap();
+        let slots = EntrySlots::open(&t.path().join("ep"), 3).unwrap();
+        let a = slots.try_acquire().unwrap();
+        let b = slots.try_acquire().unwrap();
+        let c = slots.try_acquire().unwrap();
+        let mut taken = [a.slot(), b.slot(), c.slot()];
+        taken.sort();
+        assert_eq!(taken, [0, 1, 2]);
+        assert_eq!(slots.in_use().unwrap(), 3);
+        assert_eq!(slots.rejections().unwrap(), 0);
+        match slots.try_acquire() {
+            Err(EntryError::Full { limit: 3 }) => {}
+            other => panic!("expected Full, got {other:?}"),
+        }
+        assert_eq!(slots.rejections().unwrap(), 1);
+        assert!(slots.try_acquire().is_err());
+        assert_eq!(slots.rejections().unwrap(), 2);
+        let freed = b.slot();
+        drop(b);
+        assert_eq!(slots.in_use().unwrap(), 2);
+        let again = slots.try_acquire().unwrap();
+        assert_eq!(again.slot(), freed);
+        assert_eq!(slots.in_use().unwrap(), 3, "the probe itself must not free or take slots");
+        drop((a, c, again));
+        assert_eq!(slots.in_use().unwrap(), 0);
+    }
+
+    #[test]
+    fn zero_limit_is_refused_and_guard_fd_is_cloexec() {
+        let t = tempfile::tempdir().unwrap();
+        assert!(matches!(EntrySlots::open(t.path(), 0), Err(EntryError::InvalidLimit(0))));
+        let g = EntrySlots::open(t.path(), 1).unwrap().try_acquire().unwrap();
+        let flags = nix::fcntl::fcntl(g.as_fd().as_raw_fd(), nix::fcntl::FcntlArg::F_GETFD).unwrap();
+        assert_ne!(flags & libc::FD_CLOEXEC, 0);
+    }
+}
