@@ -85,11 +85,7 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
     let _slot = entry(layout, t)?;
     // Join the cgroup first (the child is then born inside it: no window in
     // which tenant code runs unlimited), while host paths are still visible.
-    if let Some(cg) = &t.state.cgroup {
-        let backend = Backend::detect(&t.state.cgroup_parent).map_err(|e| JoinError::Other(format!("cgroup: {e}")))?;
-        let cg = TenantCgroup::open(&backend, cg).map_err(|e| JoinError::Other(format!("cgroup: {e}")))?;
-        cg.add_pid(std::process::id() as i32).map_err(|e| JoinError::Other(format!("cgroup: {e}")))?;
-    }
+    join_cgroup(&t.state)?;
     let groups: Vec<libc::gid_t> = t.plan.tenant.groups.iter().map(|g| g.1).collect();
     let security = corral_security::prepare(&t.plan.seccomp, t.plan.tenant.uid, t.plan.tenant.gid, &groups)
         .map_err(|e| JoinError::Other(e.to_string()))?;
@@ -108,6 +104,25 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
         unsafe { signal::signal(s, SigHandler::Handler(forward)) }.ok();
     }
     wait_code(pid)
+}
+
+/// Move this process into the tenant's cgroup (every hierarchy).
+fn join_cgroup(st: &TenantState) -> Result<(), JoinError> {
+    if !st.cgroup_dirs.is_empty() {
+        let pid = std::process::id().to_string();
+        for d in &st.cgroup_dirs {
+            let p = d.join("cgroup.procs");
+            std::fs::write(&p, &pid).map_err(|e| JoinError::Other(format!("join cgroup {}: {e}", p.display())))?;
+        }
+        return Ok(());
+    }
+    // State written by an older corral: find the cgroup the slow way.
+    if let Some(cg) = &st.cgroup {
+        let backend = Backend::detect(&st.cgroup_parent).map_err(|e| JoinError::Other(format!("cgroup: {e}")))?;
+        let cg = TenantCgroup::open(&backend, cg).map_err(|e| JoinError::Other(format!("cgroup: {e}")))?;
+        cg.add_pid(std::process::id() as i32).map_err(|e| JoinError::Other(format!("cgroup: {e}")))?;
+    }
+    Ok(())
 }
 
 fn wait_code(pid: Pid) -> Result<i32, JoinError> {

@@ -134,6 +134,7 @@ fn create(layout: &Layout, dir: &TenantDir, plan: &Plan, limits: &Limits, opts: 
         namespaces: names.iter().map(|s| s.to_string()).collect(),
         cgroup: Some(plan.tenant.name.clone()),
         cgroup_parent: opts.cgroup_parent.clone(),
+        cgroup_dirs: cg.dirs(),
     };
     write_atomic(&dir.state(), &serde_json::to_vec_pretty(&st).expect("state serializes"), 0o600).map_err(io("write state.json"))?;
     undo.armed = false;

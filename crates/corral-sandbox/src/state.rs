@@ -32,6 +32,11 @@ pub struct TenantState {
     /// The tenant's cgroup name below the cgroup parent, if limits are on.
     pub cgroup: Option<String>,
     pub cgroup_parent: String,
+    /// The tenant cgroup's directory in every hierarchy, so a join moves into
+    /// it without parsing /proc/self/mountinfo (which grows with the number
+    /// of tenants: each one adds its namespace mounts).
+    #[serde(default)]
+    pub cgroup_dirs: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
