@@ -263,3 +263,82 @@ fn detached_service_logs_and_outlives_the_caller() {
     let ps = env.sh(T1, "for p in /proc/[0-9]*; do cat $p/comm; done");
     assert!(ps.lines().any(|l| l == "sleep"), "{ps}");
 }
+
+#[test]
+fn every_rootfs_operation_does_what_the_profile_says() {
+    let env = Env::new();
+    let src = env.state_dir().join("copy-src");
+    std::fs::write(&src, "copied\n").unwrap();
+    env.default_profile_with(&format!(
+        r#"
+[[mount]]
+type = "file"
+dst = "/etc/corral-note"
+content = "hello $USER\n"
+mode = "0604"
+[[mount]]
+type = "copy"
+src = "{src}"
+dst = "/opt/copied"
+[[mount]]
+type = "dir"
+dst = "/srv/data"
+mode = "0711"
+[[mount]]
+type = "symlink"
+target = "/srv/data"
+dst = "/data"
+[[mount]]
+type = "tmpfs"
+dst = "/scratch"
+size = "1M"
+mode = "1777"
+[[mount]]
+type = "ro-bind-try"
+src = "/nonexistent-is-skipped"
+dst = "/opt/skipped"
+[[mount]]
+type = "hide"
+dst = "/usr/share/doc"
+"#,
+        src = src.display()
+    ));
+    let out = env.sh(
+        T1,
+        "cat /etc/corral-note; stat -c %a /etc/corral-note; cat /opt/copied; stat -c %a /srv/data; readlink /data; \
+         df -k /scratch | tail -1 | awk '{print $2}'; test -e /opt/skipped && echo skipped-exists; \
+         ls /usr/share/doc | wc -l; echo x > /etc/corral-note 2>/dev/null && echo note-writable; \
+         head -c 2M /dev/zero > /scratch/big 2>/dev/null || echo scratch-full; echo end",
+    );
+    let l: Vec<&str> = out.lines().collect();
+    assert_eq!(l[0], format!("hello {T1}"), "{out}");
+    assert_eq!(l[1], "604");
+    assert_eq!(l[2], "copied");
+    assert_eq!(l[3], "711");
+    assert_eq!(l[4], "/srv/data");
+    assert_eq!(l[5], "1024", "tmpfs size 1M: {out}");
+    assert_eq!(l[6], "0", "hidden directory is empty: {out}");
+    assert!(!out.contains("skipped-exists") && !out.contains("note-writable"), "{out}");
+    assert!(out.contains("scratch-full"), "{out}");
+    assert!(std::fs::read_dir("/usr/share/doc").unwrap().count() > 0, "the host's directory is untouched");
+}
+
+#[test]
+fn net_none_and_user_namespace_modes() {
+    let env = Env::new();
+    env.default_profile_with("");
+    env.write_config(&format!("tenants/{T1}.toml"), "[namespaces]\nnet = \"none\"\nuser = true\n");
+    let out = env.sh(T1, "cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '; cat /proc/self/uid_map | tr -s ' '; id -u");
+    let l: Vec<&str> = out.lines().collect();
+    assert_eq!(l[0], "lo", "only loopback: {out}");
+    assert_eq!(l.len(), 3, "{out}");
+    assert_eq!(l[1].trim(), "0 0 4294967295", "identity-mapped user namespace: {out}");
+    assert_eq!(l[2], uid_of(T1).to_string());
+    let st = env.state(T1);
+    let ns: Vec<&str> = st["namespaces"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(ns.first(), Some(&"user"), "the user namespace is joined first: {ns:?}");
+    assert!(ns.contains(&"net"));
+    let host_user = std::fs::read_link("/proc/self/ns/user").unwrap();
+    let init_user = std::fs::read_link(format!("/proc/{}/ns/user", env.init_pid(T1))).unwrap();
+    assert_ne!(host_user, init_user);
+}
