@@ -66,6 +66,8 @@ pub struct RunOptions {
     pub argv: Vec<String>,
     pub cwd: Option<String>,
     pub env: Vec<(String, String)>,
+    /// Keep the caller's fds 3..3+N open in the command.
+    pub preserve_fds: i32,
 }
 
 static CHILD: AtomicI32 = AtomicI32::new(0);
@@ -95,7 +97,7 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
     drop(fds);
     let env = environment(&t.plan, std::env::vars(), &opts.env);
     let cwd = opts.cwd.clone().unwrap_or_else(|| t.plan.workdir.to_string_lossy().into_owned());
-    let spec = ExecSpec { argv: &opts.argv, env: &env, cwd: &cwd, stdio: [None; 3], new_session: false, cgroup_procs: Vec::new() };
+    let spec = ExecSpec { argv: &opts.argv, env: &env, cwd: &cwd, stdio: [None; 3], new_session: false, preserve_fds: opts.preserve_fds, cgroup_procs: Vec::new() };
     let exec = Exec::prepare(&security, &rlimits, spec)?;
     let pid = exec.spawn()?;
     CHILD.store(pid.as_raw(), Ordering::Relaxed);

@@ -89,6 +89,8 @@ pub struct Exec<'a> {
     /// fds to become 0, 1, 2 (None: keep what we have).
     stdio: [Option<RawFd>; 3],
     new_session: bool,
+    /// fds 3..3+N stay open across exec (`corral run --preserve-fds N`).
+    preserve_fds: i32,
 }
 
 fn cstr(s: &str) -> Result<CString, SpawnError> {
@@ -119,6 +121,7 @@ pub struct ExecSpec<'a> {
     pub cwd: &'a str,
     pub stdio: [Option<RawFd>; 3],
     pub new_session: bool,
+    pub preserve_fds: i32,
     pub cgroup_procs: Vec<OwnedFd>,
 }
 
@@ -145,6 +148,7 @@ impl<'a> Exec<'a> {
             cgroup_procs: spec.cgroup_procs,
             stdio: spec.stdio,
             new_session: spec.new_session,
+            preserve_fds: spec.preserve_fds,
         };
         e.argv_ptrs = e.argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
         e.envp_ptrs = e.envp.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
@@ -228,8 +232,12 @@ impl<'a> Exec<'a> {
         }
         // Every fd >= 3 we inherited closes at exec (the error pipe included,
         // which is how the parent learns that exec succeeded).
-        if let Err(errno) = corral_security::fds::cloexec_fds_from(3) {
+        if let Err(errno) = corral_security::fds::cloexec_fds_from(3 + self.preserve_fds) {
             fail(Step::Security, errno);
+        }
+        for fd in (3..3 + self.preserve_fds).filter(|&fd| fd != errfd) {
+            // SAFETY: fcntl on an fd number; a closed one just fails (EBADF).
+            unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
         }
         // SAFETY: pointers to NUL-terminated arrays prepared before fork.
         unsafe { libc::execve(self.path.as_ptr(), self.argv_ptrs.as_ptr(), self.envp_ptrs.as_ptr()) };

@@ -51,7 +51,7 @@ pub enum Command {
 command could not be executed / was not found.")]
     Run(RunArgs),
     /// Stop a tenant's sandbox: kill everything in it, remove its state and cgroup.
-    Down(TenantsArg),
+    Down(DownArgs),
     /// Take a sandbox down and build it again (e.g. after changing the profile).
     Restart(TenantsArg),
     /// List sandboxes with their init pid, age and whether the profile changed since.
@@ -68,6 +68,13 @@ command could not be executed / was not found.")]
     Stats(StatsArgs),
     /// Live, refreshing usage per tenant, sortable (like lvetop).
     Top(TopArgs),
+    /// FastCGI gateway: run CGI scripts inside their tenant's sandbox (replaces fcgiwrap behind nginx).
+    Gateway(crate::cmd::gateway::GatewayArgs),
+    /// CGI wrapper for servers without FastCGI: run the requested script inside its tenant's sandbox.
+    Cgi(crate::cmd::cgi::CgiArgs),
+    /// Benchmarks: join, cgi, micro, pidns or all suites (reports in --out), or compare two runs.
+    #[command(subcommand)]
+    Bench(crate::cmd::bench::BenchCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -118,6 +125,16 @@ pub struct TenantsArg {
 }
 
 #[derive(Args, Debug)]
+pub struct DownArgs {
+    /// Tenant names.
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub tenants: Vec<String>,
+    /// Every sandbox in the state dir, including half-created and dead ones.
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Args, Debug)]
 pub struct RunArgs {
     /// Tenant name.
     pub tenant: String,
@@ -127,6 +144,9 @@ pub struct RunArgs {
     /// Set an environment variable (repeatable), on top of the profile's.
     #[arg(long = "env", short = 'e', value_name = "NAME=VALUE")]
     pub env: Vec<String>,
+    /// Pass the caller's file descriptors 3..3+N to the command (all others are closed).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub preserve_fds: u16,
     /// Start the command as a service of the tenant init and return at once
     /// (it keeps running after this command exits, until `corral down`).
     #[arg(long)]

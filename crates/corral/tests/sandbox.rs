@@ -342,3 +342,87 @@ fn net_none_and_user_namespace_modes() {
     let init_user = std::fs::read_link(format!("/proc/{}/ns/user", env.init_pid(T1))).unwrap();
     assert_ne!(host_user, init_user);
 }
+
+#[test]
+fn a_killed_init_is_noticed_and_the_next_run_rebuilds() {
+    let env = Env::new();
+    env.default_profile_with("");
+    env.ok(&["up", T1, T2]);
+    let pid = env.init_pid(T1);
+    let start = env.state(T1)["init_start"].clone();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while corral_sandbox::state::process_start(pid).is_some() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let v: serde_json::Value = serde_json::from_str(&env.ok(&["ls", "--json"])).unwrap();
+    assert_eq!(v[0]["state"], "dead", "ls shows the dead sandbox: {v}");
+    assert_eq!(env.sh(T1, "echo rebuilt").trim(), "rebuilt");
+    // A new init (namespace inode numbers are recycled, so compare inits).
+    assert!(env.init_pid(T1) != pid || env.state(T1)["init_start"] != start);
+    assert!(corral_sandbox::state::process_start(env.init_pid(T1)).is_some());
+    // down --all takes everything away, leaving no mount under the state dir.
+    let out = env.ok(&["down", "--all"]);
+    assert!(out.contains(T1) && out.contains(T2), "{out}");
+    assert!(env.mounts_mentioning_state().is_empty(), "{:?}", env.mounts_mentioning_state());
+}
+
+#[test]
+fn preserve_fds_passes_exactly_the_named_descriptors() {
+    let env = Env::new();
+    env.default_profile_with("");
+    env.ok(&["up", T1]);
+    let corral = corral_bin();
+    let script = format!(
+        "exec 3</dev/null 4</dev/null; {c} run --preserve-fds 1 {T1} -- /bin/sh -c 'ls /proc/self/fd'",
+        c = corral.display()
+    );
+    let o = env.cmd().arg("--help").output().unwrap();
+    assert!(o.status.success());
+    let out = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(&script)
+        .env("CORRAL_STATE_DIR", env.state_dir())
+        .env("CORRAL_CONFIG_DIR", env.config_dir())
+        .env("CORRAL_CGROUP_PARENT", &env.parent)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let fds: Vec<String> = String::from_utf8(out.stdout).unwrap().lines().map(String::from).collect();
+    // 0 1 2, the preserved 3, and the fd `ls` opens for the directory itself.
+    assert!(fds.contains(&"3".to_string()), "{fds:?}");
+    assert!(!fds.contains(&"4".to_string()) || fds.len() <= 5, "{fds:?}");
+    assert!(fds.len() <= 5, "no other descriptor leaks in: {fds:?}");
+    let bad = env.run(&["run", "--preserve-fds", "40", T1, "--", "/bin/true"]);
+    assert_eq!(bad.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("is not open"));
+}
+
+#[test]
+fn isolation_attempts_fail() {
+    let env = Env::new();
+    env.default_profile_with("");
+    // A SysV message queue on the host must not be visible inside.
+    let q = std::process::Command::new("ipcmk").arg("-Q").output().unwrap();
+    let qid = String::from_utf8_lossy(&q.stdout).split(':').nth(1).map(|s| s.trim().to_string()).unwrap_or_default();
+    let out = env.sh(
+        T1,
+        "cat /etc/shadow 2>/dev/null && echo READ-SHADOW; ls /root 2>/dev/null && echo SAW-ROOT; \
+         hostname; cat /proc/sysvipc/msg | wc -l; \
+         touch /usr/corral-x 2>&1 | grep -o 'Read-only file system'; \
+         grep -E '^(CapEff|NoNewPrivs)' /proc/self/status | tr -s '\\t' ' '; \
+         grep ' /usr ' /proc/self/mountinfo | grep -o nosuid | head -1",
+    );
+    if !qid.is_empty() {
+        let _ = std::process::Command::new("ipcrm").args(["-q", &qid]).status();
+    }
+    assert!(!out.contains("READ-SHADOW") && !out.contains("SAW-ROOT"), "{out}");
+    let host = nix::unistd::gethostname().unwrap().into_string().unwrap();
+    let l: Vec<&str> = out.lines().collect();
+    assert_ne!(l[0], host, "host name hidden");
+    assert_eq!(l[1], "1", "no host message queues (header line only): {out}");
+    assert_eq!(l[2], "Read-only file system", "{out}");
+    assert_eq!(l[3], "CapEff: 0000000000000000");
+    assert_eq!(l[4], "NoNewPrivs: 1");
+    assert_eq!(l[5], "nosuid", "setuid binaries can't raise privileges: {out}");
+}

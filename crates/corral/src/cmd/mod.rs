@@ -1,5 +1,8 @@
 //! One module per subcommand family.
 
+pub mod bench;
+pub mod cgi;
+pub mod gateway;
 mod limits;
 mod profile;
 mod run;
@@ -11,7 +14,10 @@ use crate::ctx::Ctx;
 pub fn dispatch(ctx: &Ctx, cmd: Command) -> anyhow::Result<i32> {
     match cmd {
         Command::Up(a) => tenants::up(ctx, &a.tenants),
-        Command::Down(a) => tenants::down(ctx, &a.tenants),
+        Command::Down(a) => {
+            let names = if a.all { ctx.layout.list()? } else { a.tenants };
+            tenants::down(ctx, &names)
+        }
         Command::Restart(a) => tenants::restart(ctx, &a.tenants),
         Command::Ls => tenants::ls(ctx),
         Command::Run(a) => run::run(ctx, a),
@@ -20,5 +26,8 @@ pub fn dispatch(ctx: &Ctx, cmd: Command) -> anyhow::Result<i32> {
         Command::Limits(c) => limits::limits(ctx, c),
         Command::Stats(a) => limits::stats(ctx, a),
         Command::Top(a) => limits::top(ctx, a),
+        Command::Gateway(a) => gateway::gateway(ctx, a),
+        Command::Cgi(a) => cgi::cgi(ctx, a),
+        Command::Bench(c) => bench::bench(ctx, c),
     }
 }

@@ -32,11 +32,17 @@ pub fn target(ctx: &Ctx, tenant: &str) -> anyhow::Result<Target> {
 
 pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
     let env = parse_env(&a.env)?;
+    // Preserved fds must really be the caller's: checked before corral opens
+    // any fd of its own, which could otherwise land in that range.
+    for fd in 3..3 + i32::from(a.preserve_fds) {
+        // SAFETY: F_GETFD only queries the descriptor table.
+        anyhow::ensure!(unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0, "--preserve-fds {}: fd {fd} is not open", a.preserve_fds);
+    }
     let t = target(ctx, &a.tenant)?;
     if a.detach {
         return detach(ctx, &t, &a, env);
     }
-    let opts = RunOptions { argv: a.command, cwd: a.cwd, env };
+    let opts = RunOptions { argv: a.command, cwd: a.cwd, env, preserve_fds: i32::from(a.preserve_fds) };
     match join::run(&ctx.layout, &t, &opts) {
         Ok(code) => Ok(code),
         Err(e @ JoinError::EntryLimit { .. }) => {

@@ -1,0 +1,169 @@
+//! `corral bench SUITE` and `corral bench compare OLD NEW`: the command line
+//! of the corral-bench suites (see docs/benchmarks.md).
+
+use crate::ctx::{Ctx, EXIT_FAILURE};
+use clap::{Args, Subcommand};
+use corral_bench::suites::{self, headline, Level, Options, Suite};
+use corral_bench::{compare, BenchError, ResultSet};
+use std::path::{Path, PathBuf};
+
+/// The tenants used when `--tenants` is not given (scripts/test-users.sh).
+const DEFAULT_TENANTS: &str = "corral-demo1,corral-demo2";
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCmd {
+    /// Cost of one exec: bare, `corral run`, nsenter join, bubblewrap (and firejail, nsjail,
+    /// minijail when installed); and of `corral up`.
+    Join(BenchArgs),
+    /// A CGI program behind nginx under h2load: bare, bubblewrap, nsenter join, corral run,
+    /// corral gateway.
+    Cgi(BenchArgs),
+    /// UnixBench-style micro-benchmarks natively, in a corral sandbox and in bubblewrap.
+    Micro(BenchArgs),
+    /// getpid, fork+wait, thread create+join at pid-namespace depths 0..3 and in corral.
+    Pidns(BenchArgs),
+    /// Every suite (join, cgi, micro, pidns) into one result set.
+    All(BenchArgs),
+    /// Compare two results.json files: new/old ratio of every median.
+    Compare {
+        /// The earlier results.json (or the directory holding it).
+        old: PathBuf,
+        /// The later results.json (or the directory holding it).
+        new: PathBuf,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// About a tenth of the articles' sizes: all suites together take a few minutes.
+    #[arg(long, conflicts_with = "smoke")]
+    pub quick: bool,
+    /// Tiny sizes to check that everything works (seconds; for CI). The numbers mean nothing.
+    #[arg(long)]
+    pub smoke: bool,
+    /// Where results.json, report.md and report.html are written.
+    #[arg(long, value_name = "DIR", default_value = "corral-bench")]
+    pub out: PathBuf,
+    /// Tenants (Unix users), comma-separated; the first one runs the single-tenant workloads.
+    #[arg(long, value_name = "A,B", value_delimiter = ',', default_value = DEFAULT_TENANTS)]
+    pub tenants: Vec<String>,
+}
+
+pub fn bench(ctx: &Ctx, cmd: BenchCmd) -> anyhow::Result<i32> {
+    let (suites, a): (&[Suite], BenchArgs) = match cmd {
+        BenchCmd::Compare { old, new } => return compare_cmd(ctx, &old, &new),
+        BenchCmd::Join(a) => (&[Suite::Join], a),
+        BenchCmd::Cgi(a) => (&[Suite::Cgi], a),
+        BenchCmd::Micro(a) => (&[Suite::Micro], a),
+        BenchCmd::Pidns(a) => (&[Suite::Pidns], a),
+        BenchCmd::All(a) => (&Suite::ALL, a),
+    };
+    for t in &a.tenants {
+        crate::ctx::check_tenant_name(t)?;
+    }
+    ensure_default_tenants(&a.tenants)?;
+    let level = if a.smoke {
+        Level::Smoke
+    } else if a.quick {
+        Level::Quick
+    } else {
+        Level::Full
+    };
+    let opts = Options {
+        level,
+        corral: std::env::current_exe()?,
+        tenants: a.tenants.clone(),
+        json: ctx.json,
+        state_base: ctx.layout.state_dir.clone(),
+        cgroup_base: ctx.cgroup_parent.clone(),
+        default_profile: corral_profile::DEFAULT_PROFILE.to_string(),
+    };
+    let outcome = suites::run(&opts, suites);
+    if outcome.results.rows.is_empty() {
+        // Nothing ran (missing tools, no tenant, not root): no report.
+        let e = outcome.error.map(|e| e.to_string()).unwrap_or_else(|| "nothing was measured".into());
+        anyhow::bail!("{e}");
+    }
+    let paths = corral_bench::write_outputs(&a.out, &outcome.results)?;
+    let error = outcome.error.as_ref().map(|e| e.to_string());
+    if ctx.json {
+        let lines: Vec<Vec<String>> = headline::lines(&outcome.results).into_iter().map(|l| l.to_vec()).collect();
+        println!(
+            "{}",
+            serde_json::json!({
+                "results": paths.json, "report_md": paths.markdown, "report_html": paths.html,
+                "headline": lines, "error": error,
+            })
+        );
+    } else {
+        print!("{}", headline::render(&outcome.results));
+        println!("\nwrote {}, {}, {}", paths.json.display(), paths.markdown.display(), paths.html.display());
+    }
+    match outcome.error {
+        None => Ok(0),
+        Some(BenchError::Interrupted) => {
+            eprintln!("corral bench: interrupted (partial results written; everything started was cleaned up)");
+            Ok(130)
+        }
+        Some(e) => {
+            eprintln!("corral bench: {e}");
+            Ok(EXIT_FAILURE)
+        }
+    }
+}
+
+/// The default demo tenants are created by scripts/test-users.sh when
+/// missing (found next to the source tree this binary was built from).
+fn ensure_default_tenants(tenants: &[String]) -> anyhow::Result<()> {
+    let missing = |t: &String| nix::unistd::User::from_name(t).ok().flatten().is_none();
+    if !tenants.iter().any(missing) {
+        return Ok(());
+    }
+    let defaults: Vec<&str> = DEFAULT_TENANTS.split(',').collect();
+    let wanted: Vec<&String> = tenants.iter().filter(|t| missing(t)).collect();
+    anyhow::ensure!(
+        wanted.iter().all(|t| defaults.contains(&t.as_str())),
+        "no such user: {} (tenants are Unix users)",
+        wanted.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-users.sh");
+    anyhow::ensure!(
+        script.is_file(),
+        "the demo tenants {} do not exist: create them with scripts/test-users.sh, or pass --tenants",
+        DEFAULT_TENANTS
+    );
+    eprintln!("corral bench: creating the demo tenants with {}", script.display());
+    let st = std::process::Command::new(&script).status()?;
+    anyhow::ensure!(st.success(), "{} failed ({st})", script.display());
+    Ok(())
+}
+
+fn load(p: &Path) -> anyhow::Result<ResultSet> {
+    let file = if p.is_dir() { p.join(corral_bench::RESULTS_JSON) } else { p.to_path_buf() };
+    Ok(ResultSet::load(&file)?)
+}
+
+fn compare_cmd(ctx: &Ctx, old: &Path, new: &Path) -> anyhow::Result<i32> {
+    let (o, n) = (load(old)?, load(new)?);
+    let rows = compare::compare(&o, &n);
+    if ctx.json {
+        let v: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "suite": r.suite, "test": r.test, "mode": r.mode, "figure": r.figure,
+                    "unit": r.unit, "better": r.better.as_str(), "old": r.old, "new": r.new,
+                    "ratio": r.ratio, "verdict": r.verdict.as_str(),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        if o.quick != n.quick {
+            println!("note: one run is quick/smoke and the other is not: the numbers are not comparable\n");
+        }
+        print!("{}", compare::render_plain(&rows));
+        println!("\n{}", compare::summary(&rows));
+    }
+    Ok(0)
+}

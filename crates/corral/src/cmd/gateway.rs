@@ -1,0 +1,98 @@
+//! `corral gateway`: the FastCGI gateway (see the corral-gateway crate and
+//! docs/gateway.md). This file only turns the command line into options and
+//! tells the gateway how to bring sandboxes up.
+
+use crate::ctx::Ctx;
+use corral_sandbox::join::{self, JoinError, Target};
+use corral_sandbox::{Layout, UpOptions};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(clap::Args, Debug)]
+pub struct GatewayArgs {
+    /// Where to listen: unix:/run/corral/gateway.sock, or tcp:127.0.0.1:9000
+    /// (any local user can reach a TCP port: prefer a unix socket).
+    #[arg(long, value_name = "unix:PATH|tcp:ADDR:PORT")]
+    pub listen: corral_gateway::Listen,
+    /// Per-request timeout: the script is killed and the answer is 504.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub timeout: u64,
+    /// Most simultaneous FastCGI connections (more wait in the listen backlog).
+    #[arg(long, value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub max_conns: u32,
+    /// Host/docroot -> tenant map and policy (TOML, reloaded on SIGHUP).
+    /// Without it every script runs as its owner.
+    #[arg(long, value_name = "FILE")]
+    pub map: Option<PathBuf>,
+    /// Mode of the unix socket, octal. Only the web server may reach it:
+    /// whoever can connect can run any tenant's scripts.
+    #[arg(long, value_name = "MODE", default_value = "660", value_parser = parse_mode)]
+    pub socket_mode: u32,
+    /// Group of the unix socket: the web server's (e.g. www-data).
+    #[arg(long, value_name = "GROUP")]
+    pub socket_group: Option<String>,
+}
+
+fn parse_mode(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s, 8).ok().filter(|m| *m <= 0o777).ok_or_else(|| format!("{s:?}: expected an octal mode such as 660"))
+}
+
+/// Sandboxes as `corral run` finds them: loaded from the state dir, built
+/// from the profile on first use.
+pub struct CliSandboxes {
+    layout: Layout,
+    config_dir: PathBuf,
+    up: UpOptions,
+}
+
+impl CliSandboxes {
+    pub fn new(ctx: &Ctx) -> anyhow::Result<CliSandboxes> {
+        Ok(CliSandboxes { layout: ctx.layout.clone(), config_dir: ctx.config_dir.clone(), up: ctx.up_options()? })
+    }
+
+    pub fn target(&self, tenant: &str) -> anyhow::Result<Target> {
+        match join::load(&self.layout, tenant) {
+            Ok(t) => Ok(t),
+            Err(JoinError::NotUp(_)) => {
+                let plan = corral_profile::load(&self.config_dir, tenant)?;
+                let limits = corral_limits::Limits::from_source(&plan.limits)?;
+                corral_sandbox::up(&self.layout, &plan, &limits, &self.up)?;
+                Ok(join::load(&self.layout, tenant)?)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+impl corral_gateway::Sandboxes for CliSandboxes {
+    fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    fn target(&self, tenant: &str) -> anyhow::Result<Target> {
+        CliSandboxes::target(self, tenant)
+    }
+}
+
+pub fn gateway(ctx: &Ctx, a: GatewayArgs) -> anyhow::Result<i32> {
+    anyhow::ensure!(nix::unistd::geteuid().is_root(), "the gateway talks to tenant inits, which only root may do: run it as root");
+    let socket_gid = match &a.socket_group {
+        None => None,
+        Some(g) => Some(
+            nix::unistd::Group::from_name(g)
+                .map_err(|e| anyhow::anyhow!("--socket-group {g}: {e}"))?
+                .ok_or_else(|| anyhow::anyhow!("--socket-group {g}: no such group"))?
+                .gid
+                .as_raw(),
+        ),
+    };
+    let opts = corral_gateway::Options {
+        listen: a.listen,
+        timeout: Duration::from_secs(a.timeout),
+        max_conns: a.max_conns,
+        map_file: a.map,
+        socket_mode: a.socket_mode,
+        socket_gid,
+    };
+    corral_gateway::run_blocking(opts, Box::new(CliSandboxes::new(ctx)?))?;
+    Ok(0)
+}

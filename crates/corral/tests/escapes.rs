@@ -1,0 +1,938 @@
+//! Escape attempts: each test tries to break out of a tenant's sandbox and
+//! must fail, in every namespace mode a profile allows (net host / none ×
+//! user namespace off / on). See docs/escapes.md for the table of attempts,
+//! the defence that stops each, and how to run them.
+//!
+//! The attempts themselves are a small C program (tests/escapes/probe.c),
+//! built here with `cc -static` and copied into the tenant's home. It exits
+//! with a sentinel: 0 = every attempt blocked, 99 = ESCAPED, 90 = setup error,
+//! and prints one line per attempt ("blocked: ...", "ESCAPED: ..."), which the
+//! tests print too (`cargo test -p corral --test escapes -- --nocapture`).
+//! One verdict line per test and mode (PASS / SKIP with its reason / FAIL)
+//! always goes to stderr, even when the output is captured.
+
+mod common;
+use common::*;
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+const BLOCKED: i32 = 0;
+const ESCAPED: i32 = 99;
+const SETUP: i32 = 90;
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+fn uniq() -> String {
+    format!("{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed))
+}
+
+// ------------------------------------------------------------------ modes
+
+#[derive(Clone, Copy, Debug)]
+struct Mode {
+    net_none: bool,
+    userns: bool,
+}
+
+const MODES: [Mode; 4] = [
+    Mode { net_none: false, userns: false },
+    Mode { net_none: true, userns: false },
+    Mode { net_none: false, userns: true },
+    Mode { net_none: true, userns: true },
+];
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "net={} user={}", if self.net_none { "none" } else { "host" }, if self.userns { "on" } else { "off" })
+    }
+}
+
+/// Write the default profile (plus `extra`) with the mode's namespaces.
+fn write_profile(env: &Env, mode: Mode, extra: &str) {
+    env.default_profile_with(extra);
+    let p = env.config_dir().join("profile.toml");
+    let mut text = std::fs::read_to_string(&p).unwrap();
+    for (on, from, to) in [(mode.net_none, "\nnet = \"host\"", "\nnet = \"none\""), (mode.userns, "\nuser = false", "\nuser = true")] {
+        if on {
+            assert!(text.contains(from), "the default profile no longer has {from:?} in [namespaces]");
+            text = text.replacen(from, to, 1);
+        }
+    }
+    std::fs::write(&p, text).unwrap();
+}
+
+/// Whether `corral up` really gives a sandbox its own user namespace with
+/// `user = true`; Err(reason) while that is not implemented. Asked once.
+fn userns_support() -> Result<(), String> {
+    static R: OnceLock<Result<(), String>> = OnceLock::new();
+    R.get_or_init(|| {
+        let env = Env::new();
+        write_profile(&env, Mode { net_none: false, userns: true }, "");
+        let o = env.run(&["up", T1]);
+        if !o.status.success() {
+            let err = String::from_utf8_lossy(&o.stderr);
+            return Err(format!("`corral up` refuses user = true: {}", err.lines().last().unwrap_or("").trim()));
+        }
+        let pid = env.init_pid(T1);
+        let theirs = std::fs::read_link(format!("/proc/{pid}/ns/user")).map_err(|e| format!("read the init's user namespace: {e}"))?;
+        let ours = std::fs::read_link("/proc/self/ns/user").unwrap();
+        if theirs == ours {
+            let map = std::fs::read_to_string(format!("/proc/{pid}/uid_map")).unwrap_or_default();
+            return Err(format!(
+                "`corral up` accepts user = true but the sandbox still shares the host's user namespace ({}, uid_map \"{}\"): not implemented yet",
+                theirs.display(),
+                map.split_whitespace().collect::<Vec<_>>().join(" ")
+            ));
+        }
+        Ok(())
+    })
+    .clone()
+}
+
+/// The mode really applies: bring T1 up and compare its init's network and
+/// user namespaces with the host's.
+fn check_mode(env: &Env, mode: Mode) {
+    env.ok(&["up", T1]);
+    let pid = env.init_pid(T1);
+    for (ns, own) in [("net", mode.net_none), ("user", mode.userns)] {
+        let theirs = std::fs::read_link(format!("/proc/{pid}/ns/{ns}")).unwrap();
+        let host = std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();
+        assert_eq!(theirs != host, own, "[{mode}] the sandbox's {ns} namespace is {} but the host's is {}", theirs.display(), host.display());
+    }
+}
+
+/// Always visible, even when libtest captures the output.
+fn verdict(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+enum Verdict {
+    Blocked(String),
+    NotApplicable(String),
+}
+
+/// Run `attempt` in a fresh Env for every mode. A mode that corral does not
+/// support yet is skipped with its reason printed; failures of every mode
+/// are collected and reported together.
+fn each_mode(name: &str, attempt: impl Fn(&Env, Mode) -> Verdict) {
+    let mut failures = Vec::new();
+    for mode in MODES {
+        if mode.userns {
+            if let Err(reason) = userns_support() {
+                verdict(&format!("SKIP  {name} [{mode}]: {reason}"));
+                continue;
+            }
+        }
+        println!("==== {name} [{mode}]");
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let env = Env::new();
+            write_profile(&env, mode, "");
+            check_mode(&env, mode);
+            attempt(&env, mode)
+        }));
+        match r {
+            Ok(Verdict::Blocked(what)) => verdict(&format!("PASS  {name} [{mode}]: blocked ({what})")),
+            Ok(Verdict::NotApplicable(why)) => verdict(&format!("SKIP  {name} [{mode}]: {why}")),
+            Err(p) => {
+                let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+                verdict(&format!("FAIL  {name} [{mode}]: {}", msg.lines().next().unwrap_or("")));
+                failures.push(format!("[{mode}] {msg}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{name}: {} mode(s) failed:\n{}", failures.len(), failures.join("\n\n"));
+}
+
+// ------------------------------------------------------------ the probe
+
+/// Compile tests/escapes/probe.c once per test binary (into the target's
+/// tmp dir, named by its content, so concurrent builds don't collide).
+fn probe_binary() -> PathBuf {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        use std::hash::{Hash, Hasher};
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/escapes/probe.c");
+        let text = std::fs::read(&src).unwrap();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        text.hash(&mut h);
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("escapes");
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join(format!("probe-{:016x}", h.finish()));
+        if !out.exists() {
+            let tmp = dir.join(format!("probe.{}.tmp", std::process::id()));
+            let o = Command::new("cc")
+                .args(["-static", "-O1", "-Wall", "-Wno-format-truncation", "-o"])
+                .arg(&tmp)
+                .arg(&src)
+                .output()
+                .expect("run cc (build-essential: scripts/install-deps.sh installs it)");
+            assert!(o.status.success(), "cc -static {} failed:\n{}", src.display(), String::from_utf8_lossy(&o.stderr));
+            std::fs::rename(&tmp, &out).unwrap();
+        }
+        out
+    })
+    .clone()
+}
+
+/// A directory of ours in a tenant's home holding the probe; removed on drop.
+struct Installed {
+    dir: PathBuf,
+    probe: PathBuf,
+}
+
+impl Installed {
+    fn new(tenant: &str) -> Installed {
+        let home = home_of(tenant);
+        let dir = home.join(format!(".corral-escape-{}", uniq()));
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let probe = dir.join("probe");
+        std::fs::copy(probe_binary(), &probe).unwrap();
+        std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let uid = nix::unistd::Uid::from_raw(uid_of(tenant));
+        let gid = nix::unistd::User::from_name(tenant).unwrap().unwrap().gid;
+        for p in [&dir, &probe] {
+            nix::unistd::chown(p, Some(uid), Some(gid)).unwrap();
+        }
+        Installed { dir, probe }
+    }
+
+    fn path(&self) -> &str {
+        self.probe.to_str().unwrap()
+    }
+
+    fn dir(&self) -> &str {
+        self.dir.to_str().unwrap()
+    }
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A world-readable file on the host, outside anything a sandbox shows: any
+/// attempt that reads its secret has reached the host's filesystem.
+struct Marker {
+    dir: tempfile::TempDir,
+    path: PathBuf,
+    secret: String,
+}
+
+impl Marker {
+    fn new() -> Marker {
+        let dir = tempfile::Builder::new().prefix("corral-escape-marker").tempdir_in("/var/tmp").unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let secret = format!("corral-escape-secret-{}-{}", uniq(), Instant::now().elapsed().as_nanos() ^ (std::process::id() as u128 * 7919));
+        let path = dir.path().join("marker");
+        std::fs::write(&path, &secret).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        Marker { dir, path, secret }
+    }
+    fn path(&self) -> &str {
+        self.path.to_str().unwrap()
+    }
+    fn dir(&self) -> &str {
+        self.dir.path().to_str().unwrap()
+    }
+}
+
+struct ProbeRun {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl ProbeRun {
+    fn from(o: Output) -> ProbeRun {
+        ProbeRun { code: o.status.code(), stdout: String::from_utf8_lossy(&o.stdout).into_owned(), stderr: String::from_utf8_lossy(&o.stderr).into_owned() }
+    }
+
+    fn print(&self, what: &str) {
+        println!("-- {what}: exit {:?}", self.code);
+        for l in self.stdout.lines() {
+            println!("   {l}");
+        }
+        for l in self.stderr.lines() {
+            println!("   stderr: {l}");
+        }
+    }
+
+    fn escapes(&self) -> Vec<&str> {
+        self.stdout.lines().filter(|l| l.starts_with("ESCAPED")).collect()
+    }
+
+    fn blocked_count(&self) -> usize {
+        self.stdout.lines().filter(|l| l.starts_with("blocked")).count()
+    }
+
+    /// What the sentinel says: Ok(one-line summary) when every attempt was
+    /// blocked, Err(what escaped or went wrong) otherwise.
+    fn verdict(&self, what: &str) -> Result<String, String> {
+        self.print(what);
+        match self.code {
+            Some(BLOCKED) => Ok(format!("{what}: {} attempts blocked", self.blocked_count())),
+            Some(ESCAPED) => Err(format!("ESCAPED: {what}: {}", self.escapes().join(" | "))),
+            Some(SETUP) => Err(format!("setup error in {what}: {}{}", self.stdout, self.stderr)),
+            other => Err(format!("{what}: unexpected exit {other:?} (not a probe sentinel): stdout: {} stderr: {}", self.stdout, self.stderr)),
+        }
+    }
+
+    fn assert_blocked(&self, what: &str) -> String {
+        self.verdict(what).unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+/// Results of several attempts in one mode: all are made, then any failure
+/// fails the mode with every message.
+#[derive(Default)]
+struct Checks {
+    ok: Vec<String>,
+    bad: Vec<String>,
+}
+
+impl Checks {
+    fn add(&mut self, r: Result<String, String>) {
+        match r {
+            Ok(s) => self.ok.push(s),
+            Err(e) => self.bad.push(e),
+        }
+    }
+    fn probe(&mut self, r: &ProbeRun, what: &str) {
+        self.add(r.verdict(what));
+    }
+    fn fail(&mut self, msg: String) {
+        self.bad.push(msg);
+    }
+    fn done(self) -> Verdict {
+        assert!(self.bad.is_empty(), "{}", self.bad.join("\n"));
+        Verdict::Blocked(self.ok.join("; "))
+    }
+}
+
+fn probe_args<'a>(inst: &'a Installed, attempt: &'a str, m: &'a Marker, args: &'a [&'a str]) -> Vec<&'a str> {
+    let mut v = vec![inst.path(), attempt, m.path(), m.secret.as_str()];
+    v.extend_from_slice(args);
+    v
+}
+
+/// `corral run [opts] TENANT -- probe ATTEMPT MARKER SECRET ARGS...`
+fn probe(env: &Env, tenant: &str, inst: &Installed, attempt: &str, m: &Marker, args: &[&str]) -> ProbeRun {
+    probe_with(env, &[], tenant, inst, attempt, m, args)
+}
+
+fn probe_with(env: &Env, opts: &[&str], tenant: &str, inst: &Installed, attempt: &str, m: &Marker, args: &[&str]) -> ProbeRun {
+    let mut a = vec!["run"];
+    a.extend_from_slice(opts);
+    a.extend_from_slice(&[tenant, "--"]);
+    a.extend(probe_args(inst, attempt, m, args));
+    ProbeRun::from(env.run(&a))
+}
+
+/// The probe as a service of the tenant init (`corral run --detach --log`):
+/// its exit status comes from the "RESULT n" line it logs last.
+fn probe_detached(env: &Env, opts: &[&str], tenant: &str, inst: &Installed, attempt: &str, m: &Marker, args: &[&str]) -> ProbeRun {
+    let log = env.state_dir().join(format!("probe-{}.log", uniq()));
+    let mut a = vec!["run", "--detach", "--log", log.to_str().unwrap()];
+    a.extend_from_slice(opts);
+    a.extend_from_slice(&[tenant, "--"]);
+    a.extend(probe_args(inst, attempt, m, args));
+    let o = env.run(&a);
+    if !o.status.success() {
+        return ProbeRun { code: None, stdout: String::new(), stderr: format!("corral run --detach failed: {}", String::from_utf8_lossy(&o.stderr)) };
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(l) = text.lines().find(|l| l.starts_with("RESULT ")) {
+            let code = l[7..].trim().parse().ok();
+            return ProbeRun { code, stdout: text, stderr: String::new() };
+        }
+        if Instant::now() > deadline {
+            return ProbeRun { code: None, stdout: text, stderr: "no RESULT line within 30 s".into() };
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// ------------------------------------------------------------ host helpers
+
+/// Host pid of a process whose parent is `ppid` and whose comm is `comm`.
+fn child_of(ppid: i32, comm: &str) -> Option<i32> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+            let Some(close) = stat.rfind(')') else { continue };
+            let name = &stat[stat.find('(').unwrap() + 1..close];
+            let pp: i32 = stat[close + 2..].split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+            if pp == ppid && name == comm {
+                return Some(pid);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+fn start_time(pid: i32) -> Option<u64> {
+    corral_sandbox::state::process_start(pid)
+}
+
+fn sha256(p: &Path) -> String {
+    let o = Command::new("sha256sum").arg(p).output().expect("sha256sum");
+    assert!(o.status.success());
+    String::from_utf8_lossy(&o.stdout).split_whitespace().next().unwrap().to_string()
+}
+
+/// The first IPv4 address of a non-loopback interface that is up.
+fn host_interface_addr() -> Option<std::net::Ipv4Addr> {
+    let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills a list we free below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut ifap) } != 0 {
+        return None;
+    }
+    let mut found = None;
+    let mut cur = ifap;
+    while !cur.is_null() {
+        // SAFETY: walking the list getifaddrs returned.
+        let ifa = unsafe { &*cur };
+        let up = ifa.ifa_flags & libc::IFF_UP as u32 != 0 && ifa.ifa_flags & libc::IFF_LOOPBACK as u32 == 0;
+        // SAFETY: ifa_addr is checked for NULL and AF_INET before the cast.
+        if up && !ifa.ifa_addr.is_null() && unsafe { (*ifa.ifa_addr).sa_family } as i32 == libc::AF_INET {
+            let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+            found = Some(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
+            break;
+        }
+        cur = ifa.ifa_next;
+    }
+    // SAFETY: the list came from getifaddrs.
+    unsafe { libc::freeifaddrs(ifap) };
+    found
+}
+
+/// `sh -c 'exec 7<DIR; exec corral ARGS'`: corral started with a descriptor
+/// to a host directory that is not close-on-exec (runc CVE-2024-21626).
+fn corral_with_leaked_fd(env: &Env, dir: &str, args: &[&str]) -> ProbeRun {
+    let mut c = Command::new("/bin/sh");
+    c.args(["-c", "exec 7<\"$1\"; shift; exec \"$@\"", "sh", dir]).arg(corral_bin()).args(args);
+    let probe_env = env.cmd();
+    for (k, v) in probe_env.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    ProbeRun::from(c.output().unwrap())
+}
+
+// ================================================================ attempts
+
+#[test]
+fn proc_root_of_the_init_and_of_host_pids_is_not_traversable() {
+    each_mode("proc_root", |env, _| {
+        let m = Marker::new();
+        let inst = Installed::new(T1);
+        env.ok(&["up", T1]);
+        let me = std::process::id().to_string();
+        let init = env.init_pid(T1).to_string();
+        let r = probe(env, T1, &inst, "proc-root", &m, &[&me, &init, "1"]);
+        Verdict::Blocked(r.assert_blocked("/proc/1/root, /proc/<host pid>/root"))
+    });
+}
+
+#[test]
+fn open_by_handle_at_cannot_reach_the_host_fs() {
+    each_mode("open_by_handle_at", |env, _| {
+        let m = Marker::new();
+        let inst = Installed::new(T1);
+        Verdict::Blocked(probe(env, T1, &inst, "handle", &m, &[]).assert_blocked("open_by_handle_at / name_to_handle_at"))
+    });
+}
+
+#[test]
+fn another_tenants_process_and_host_processes_cannot_be_signalled_or_traced() {
+    each_mode("signal_ptrace_others", |env, _| {
+        let m = Marker::new();
+        // The victim: a sleep in T2's sandbox, started as a service.
+        env.ok(&["run", "--detach", T2, "--", "/bin/sleep", "2999"]);
+        let victim = child_of(env.init_pid(T2), "sleep").expect("find T2's sleep on the host");
+        let victim_start = start_time(victim).unwrap();
+        let me = std::process::id().to_string();
+        let mut c = Checks::default();
+        // T1 with the default filter (ptrace denied by seccomp), and T3
+        // with allow_ptrace = true: then only the pid namespace and the
+        // kernel's ptrace access checks stand in the way.
+        env.write_config(&format!("tenants/{T3}.toml"), "[seccomp]\nallow_ptrace = true\n");
+        for attacker in [T1, T3] {
+            let inst = Installed::new(attacker);
+            let r = probe(env, attacker, &inst, "signal", &m, &[&victim.to_string(), "2999", &me]);
+            c.probe(&r, &format!("{attacker} -> {T2}'s sleep (host pid {victim}) and the test (host pid {me})"));
+        }
+        if start_time(victim) != Some(victim_start) {
+            c.fail(format!("ESCAPED: the other tenant's sleep (host pid {victim}) was killed"));
+        }
+        c.done()
+    });
+}
+
+#[test]
+fn mount_umount_pivot_root_and_chroot_breakout_fail() {
+    each_mode("mount_chroot", |env, _| {
+        let m = Marker::new();
+        let inst = Installed::new(T1);
+        let before = std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().filter(|l| l.contains(inst.dir())).count();
+        let r = probe(env, T1, &inst, "mount", &m, &[inst.dir()]);
+        let s = r.assert_blocked("mount, umount2, pivot_root, new mount API, unshare, chroot-then-fchdir");
+        let after = std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().filter(|l| l.contains(inst.dir())).count();
+        assert_eq!(before, after, "a mount appeared on the host under {}", inst.dir());
+        Verdict::Blocked(s)
+    });
+}
+
+#[test]
+fn mknod_of_a_block_device_fails() {
+    each_mode("mknod", |env, _| {
+        let m = Marker::new();
+        let inst = Installed::new(T1);
+        let dev = std::fs::metadata("/").unwrap().dev();
+        let (maj, min) = (libc::major(dev).to_string(), libc::minor(dev).to_string());
+        Verdict::Blocked(probe(env, T1, &inst, "mknod", &m, &[inst.dir(), &maj, &min]).assert_blocked(&format!("mknod (host root is {maj}:{min})")))
+    });
+}
+
+#[test]
+fn proc_sys_sysrq_and_sys_are_not_writable() {
+    each_mode("proc_sys", |env, _| {
+        let m = Marker::new();
+        let inst = Installed::new(T1);
+        let host_name = nix::unistd::gethostname().unwrap();
+        let core = std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap();
+        let s = probe(env, T1, &inst, "procsys", &m, &[]).assert_blocked("/proc/sysrq-trigger, /proc/sys/*, /sys/*");
+        assert_eq!(nix::unistd::gethostname().unwrap(), host_name, "the host's hostname changed");
+        assert_eq!(std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap(), core, "core_pattern changed");
+        Verdict::Blocked(s)
+    });
+}
+
+#[test]
+fn namespaces_cannot_be_joined_through_proc_ns() {
+    each_mode("setns", |env, _| {
+        let m = Marker::new();
+        let inst = Installed::new(T1);
+        env.ok(&["up", T1]);
+        let me = std::process::id().to_string();
+        let init = env.init_pid(T1).to_string();
+        let nsdir = env.state_dir().join("tenants").join(T1).join("ns");
+        let mut args = vec![me.clone(), init.clone()];
+        for ns in ["mnt", "pid", "user", "net"] {
+            args.push(nsdir.join(ns).display().to_string());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Verdict::Blocked(probe(env, T1, &inst, "setns", &m, &args).assert_blocked("setns on /proc/*/ns/* and the persisted ns files"))
+    });
+}
+
+#[test]
+fn rlimits_cannot_be_raised_above_the_hard_limit() {
+    each_mode("rlimit", |env, _| {
+        let m = Marker::new();
+        let inst = Installed::new(T1);
+        env.write_config(&format!("tenants/{T1}.toml"), "[limits]\nrlimits.core = 0\nrlimits.cpu = 3600\nrlimits.as = \"64G\"\n");
+        let mut c = Checks::default();
+        c.probe(&probe(env, T1, &inst, "rlimit", &m, &[]), "setrlimit/prlimit above the hard limit (corral run)");
+        c.probe(&probe_detached(env, &[], T1, &inst, "rlimit", &m, &[]), "setrlimit/prlimit above the hard limit (--detach)");
+        c.done()
+    });
+}
+
+#[test]
+fn a_tenant_cannot_move_itself_to_another_cgroup() {
+    each_mode("cgroup", |env, _| {
+        let m = Marker::new();
+        let inst = Installed::new(T1);
+        let a = probe(env, T1, &inst, "cgroup", &m, &[]).assert_blocked("cgroup.procs writes, cgroup mounts");
+        // The same attempt, then the process stays: check from the host
+        // that it is still in the tenant's cgroup in every hierarchy.
+        let log = env.state_dir().join(format!("cg-{}.log", uniq()));
+        let script = format!("{} cgroup {} {}; exec /bin/sleep 2998", inst.path(), m.path(), m.secret);
+        env.ok(&["run", "--detach", "--log", log.to_str().unwrap(), T1, "--", "/bin/sh", "-c", &script]);
+        let sleeper = child_of(env.init_pid(T1), "sleep").expect("find the probe's sleep on the host");
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        println!("   detached: {}", text.lines().filter(|l| !l.starts_with("blocked")).collect::<Vec<_>>().join(" | "));
+        assert!(text.contains("RESULT 0"), "the detached cgroup attempt: {text}");
+        let cg = std::fs::read_to_string(format!("/proc/{sleeper}/cgroup")).unwrap();
+        let want = format!("/{}/{T1}", env.parent);
+        let mut checked = Vec::new();
+        // Every hierarchy that holds the tenant's cgroup must still hold the process.
+        for dir in env.cgroup_dirs() {
+            if !dir.join(T1).is_dir() {
+                continue;
+            }
+            let h = dir.strip_prefix("/sys/fs/cgroup").unwrap().components().next().unwrap().as_os_str().to_string_lossy().into_owned();
+            let line = cg
+                .lines()
+                .find(|l| {
+                    let ctrl = l.split(':').nth(1).unwrap_or("");
+                    match h.as_str() {
+                        "unified" => ctrl.is_empty(),
+                        "systemd" => ctrl == "name=systemd",
+                        h => ctrl.split(',').any(|c| c == h),
+                    }
+                })
+                .unwrap_or_else(|| panic!("no line for hierarchy {h} in /proc/{sleeper}/cgroup: {cg}"));
+            let path = line.splitn(3, ':').nth(2).unwrap_or("");
+            assert!(path == want || path.starts_with(&format!("{want}/")), "the tenant's process left its cgroup in {h}: {line} (want {want})");
+            checked.push(h);
+        }
+        assert!(!checked.is_empty(), "no tenant cgroup found under {}", env.parent);
+        println!("   host: the process is in {want} in {}", checked.join(", "));
+        Verdict::Blocked(format!("{a}; host sees the process in {want} in {} hierarchies", checked.len()))
+    });
+}
+
+#[test]
+fn another_tenants_tmp_and_home_are_unreadable() {
+    each_mode("read_other_tenant", |env, _| {
+        let m = Marker::new();
+        let inst = Installed::new(T1);
+        // T2's secrets: a world-readable file in its home (its home is 0711
+        // on the host, so only the sandbox stands in the way) and one in its /tmp.
+        let other = Installed::new(T2);
+        let home_secret = other.dir.join("secret");
+        std::fs::write(&home_secret, &m.secret).unwrap();
+        std::fs::set_permissions(&home_secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(&other.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let name = format!("corral-escape-{}", uniq());
+        env.sh(T2, &format!("umask 022; echo {} > /tmp/{name}", m.secret));
+        env.ok(&["run", "--detach", "--cwd", "/tmp", T2, "--", "/bin/sleep", "2997"]);
+        let host_tmp = env.state_dir().join("tmp").join(T2).join(&name);
+        assert!(host_tmp.exists(), "T2's /tmp is {}", host_tmp.display());
+        let rel = format!("../{T2}/{}/secret", other.dir.file_name().unwrap().to_string_lossy());
+        let paths = [home_secret.to_str().unwrap(), &format!("/tmp/{name}"), host_tmp.to_str().unwrap(), &rel, &format!("/var/tmp/{name}")];
+        let s = probe(env, T1, &inst, "read-other", &m, &paths).assert_blocked("T2's home and /tmp from T1");
+        drop(other);
+        Verdict::Blocked(s)
+    });
+}
+
+#[test]
+fn net_none_cannot_reach_the_host_network() {
+    each_mode("host_network", |env, mode| {
+        if !mode.net_none {
+            return Verdict::NotApplicable("net = \"host\" shares the host's network by design (attempt only meaningful with net = \"none\")".into());
+        }
+        let m = Marker::new();
+        let inst = Installed::new(T1);
+        let lo = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = host_interface_addr().unwrap_or_else(|| {
+            println!("   note: no non-loopback IPv4 interface is up on this host: the interface attempt uses 127.0.0.1");
+            std::net::Ipv4Addr::LOCALHOST
+        });
+        let ext = std::net::TcpListener::bind((addr, 0)).unwrap();
+        let lo6 = std::net::TcpListener::bind("[::1]:0").ok();
+        use std::os::linux::net::SocketAddrExt;
+        let abs_name = format!("corral-escape-{}", uniq());
+        let abs = std::os::unix::net::UnixListener::bind_addr(&std::os::unix::net::SocketAddr::from_abstract_name(abs_name.as_bytes()).unwrap()).unwrap();
+        for l in [&lo, &ext] {
+            l.set_nonblocking(true).unwrap();
+        }
+        abs.set_nonblocking(true).unwrap();
+        let mut args = vec![lo.local_addr().unwrap().port().to_string(), addr.to_string(), ext.local_addr().unwrap().port().to_string(), abs_name.clone()];
+        if let Some(l) = &lo6 {
+            l.set_nonblocking(true).unwrap();
+            args.push(l.local_addr().unwrap().port().to_string());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let s = probe(env, T1, &inst, "net", &m, &args).assert_blocked(&format!("TCP to host 127.0.0.1, {addr}, [::1]; abstract unix socket"));
+        // Nothing arrived at the host's listeners either.
+        for (what, l) in [("127.0.0.1", &lo), ("interface", &ext)] {
+            assert!(l.accept().is_err(), "a connection reached the host's {what} listener");
+        }
+        if let Some(l) = &lo6 {
+            assert!(l.accept().is_err(), "a connection reached the host's [::1] listener");
+        }
+        assert!(abs.accept().is_err(), "a connection reached the host's abstract socket");
+        Verdict::Blocked(s)
+    });
+}
+
+#[test]
+fn only_stdio_descriptors_reach_tenant_processes() {
+    each_mode("fds", |env, _| {
+        let m = Marker::new();
+        let inst = Installed::new(T1);
+        let mut c = Checks::default();
+        c.probe(&probe(env, T1, &inst, "fds", &m, &[]), "/proc/self/fd (corral run)");
+        c.probe(&probe_detached(env, &[], T1, &inst, "fds", &m, &[]), "/proc/self/fd (--detach)");
+        c.done()
+    });
+}
+
+#[test]
+fn corral_binaries_cannot_be_overwritten_through_proc_exe() {
+    each_mode("proc_exe_overwrite", |env, _| {
+        let m = Marker::new();
+        let inst = Installed::new(T1);
+        let bins = [corral_bin(), corral_bin().with_file_name("corral-init")];
+        let hashes: Vec<String> = bins.iter().map(|b| sha256(b)).collect();
+        // The tenant's trap: a script whose interpreter is /proc/self/exe,
+        // so whichever process execs it runs *its own* binary, and a
+        // watcher catches that process and opens its executable.
+        let evil = inst.dir.join("evil");
+        std::fs::write(&evil, "#!/proc/self/exe\n").unwrap();
+        std::fs::set_permissions(&evil, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::lchown(&evil, Some(uid_of(T1)), None).unwrap();
+        let ready = inst.dir.join("ready");
+        env.ok(&["up", T1]);
+        let mut watcher = env
+            .cmd()
+            .args(["run", T1, "--"])
+            .args(probe_args(&inst, "exe", &m, &["5", ready.to_str().unwrap()]))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !ready.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(ready.exists(), "the watcher did not start");
+        let mut triggers = 0;
+        while watcher.try_wait().unwrap().is_none() && triggers < 40 {
+            let o = env.run(&["run", T1, "--", evil.to_str().unwrap()]);
+            triggers += 1;
+            if triggers == 1 {
+                println!("   first trigger: exit {:?}, stderr: {}", o.status.code(), String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or(""));
+            }
+        }
+        let mut out = String::new();
+        watcher.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+        let mut err = String::new();
+        watcher.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        let st = watcher.wait().unwrap();
+        let r = ProbeRun { code: st.code(), stdout: out, stderr: err };
+        let s = r.assert_blocked(&format!("/proc/1/exe and /proc/<corral>/exe opened for writing ({triggers} #!/proc/self/exe triggers)"));
+        let caught = r.stdout.lines().find_map(|l| l.strip_prefix("CAUGHT ")).unwrap_or("0").to_string();
+        for (b, h) in bins.iter().zip(&hashes) {
+            assert_eq!(&sha256(b), h, "{} changed", b.display());
+        }
+        Verdict::Blocked(format!("{s}; caught {caught} corral processes; binaries' sha256 unchanged"))
+    });
+}
+
+#[test]
+fn an_inherited_host_fd_is_unusable_even_as_the_working_directory() {
+    each_mode("inherited_fd_cwd", |env, _| {
+        let m = Marker::new();
+        let inst = Installed::new(T1);
+        env.ok(&["up", T1]);
+        let mut c = Checks::default();
+        let run_args = |cwd: Option<&str>, attempt: &str, args: &[&str]| -> Vec<String> {
+            let mut v = vec!["run".to_string()];
+            if let Some(d) = cwd {
+                v.extend(["--cwd".to_string(), d.to_string()]);
+            }
+            v.extend([T1.to_string(), "--".to_string()]);
+            v.extend(probe_args(&inst, attempt, &m, args).iter().map(|s| s.to_string()));
+            v
+        };
+        let leaked = |v: Vec<String>| corral_with_leaked_fd(env, m.dir(), &v.iter().map(String::as_str).collect::<Vec<_>>());
+        // 1. fd 7 (a host directory, not close-on-exec) is gone inside.
+        c.probe(&leaked(run_args(None, "fds", &["7"])), &format!("fd 7 -> host {} leaked into corral run", m.dir()));
+        // 2. runc CVE-2024-21626 itself: the working directory names the
+        //    leaked descriptor; 3. the same through a symlink the tenant
+        //    planted in its home (the caller only passes a path under it).
+        let link = inst.dir.join("app");
+        std::os::unix::fs::symlink("/proc/self/fd/7", &link).unwrap();
+        std::os::unix::fs::lchown(&link, Some(uid_of(T1)), None).unwrap();
+        for cwd in ["/proc/self/fd/7", link.to_str().unwrap()] {
+            let r = leaked(run_args(Some(cwd), "cwd", &[]));
+            c.add(cwd_verdict(&r, &format!("--cwd {cwd} with fd 7 -> host {}", m.dir())));
+        }
+        // 4. Without a leaked fd: corral's own descriptors at the time of the
+        //    chdir, in the foreground path and in the init (--detach).
+        let mut own = Checks::default();
+        for n in 0..=12 {
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(format!("/proc/self/fd/{n}"), &link).unwrap();
+            std::os::unix::fs::lchown(&link, Some(uid_of(T1)), None).unwrap();
+            let r = probe_with(env, &["--cwd", link.to_str().unwrap()], T1, &inst, "cwd", &m, &[]);
+            own.add(cwd_verdict(&r, &format!("--cwd $HOME/…/app -> /proc/self/fd/{n}")));
+            let d = probe_detached(env, &["--cwd", link.to_str().unwrap()], T1, &inst, "cwd", &m, &[]);
+            own.add(cwd_verdict(&d, &format!("--detach --cwd $HOME/…/app -> /proc/self/fd/{n}")));
+        }
+        let n_own = own.ok.len();
+        c.bad.extend(own.bad);
+        c.ok.push(format!("{n_own} runs with --cwd through a planted link to corral's own fds 0..12"));
+        c.done()
+    });
+}
+
+/// A working-directory attempt is blocked if the probe says so, or if corral
+/// refused to start it at all (non-zero exit, the probe never ran).
+fn cwd_verdict(r: &ProbeRun, what: &str) -> Result<String, String> {
+    if r.code != Some(BLOCKED) && r.code != Some(ESCAPED) && !r.stdout.contains("RESULT") && r.code.is_some() {
+        r.print(what);
+        return Ok(format!("{what}: corral refused ({})", r.stderr.lines().last().unwrap_or("").trim()));
+    }
+    r.verdict(what)
+}
+
+#[test]
+fn a_symlink_planted_where_the_profile_mounts_is_refused() {
+    each_mode("planted_symlink", |env, _| {
+        let home = home_of(T3);
+        let scratch = tempfile::Builder::new().prefix("corral-escape-target").tempdir_in("/var/tmp").unwrap();
+        std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let u = uniq();
+        let name = format!(".corral-escape-link-{u}");
+        let link = home.join(&name);
+        struct Rm(PathBuf);
+        impl Drop for Rm {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_file(&self.0);
+            }
+        }
+        let _rm = Rm(link.clone());
+        let scr = scratch.path().to_str().unwrap().to_string();
+        let host_mounts = || -> Vec<String> {
+            std::fs::read_to_string("/proc/self/mountinfo")
+                .unwrap()
+                .lines()
+                .filter_map(|l| l.split(' ').nth(4).map(String::from))
+                .filter(|mp| mp == "/etc" || mp.starts_with("/etc/") || mp.starts_with(&scr))
+                .collect()
+        };
+        let etc_before: Vec<_> = std::fs::read_dir("/etc").unwrap().flatten().map(|e| e.file_name()).collect();
+        let mounts_before = host_mounts();
+        let depth = home.components().count() - 1;
+        let relative = format!("{}{}", "../".repeat(depth), scr.trim_start_matches('/'));
+        // "on": the profile mounts at $HOME/LINK; "through": at $HOME/LINK/x.
+        let targets = [("/etc".to_string(), "on"), (scr.clone(), "on"), (scr.clone(), "through"), (relative, "through"), (format!("/proc/self/root{scr}"), "through"), ("/etc".to_string(), "through")];
+        let kinds = [
+            ("tmpfs", String::new()),
+            ("ro-bind (directory)", "src = \"/usr/share\"\n".to_string()),
+            ("ro-bind (file)", "src = \"/usr/bin/env\"\n".to_string()),
+            ("dir", String::new()),
+            ("file", "content = \"x\"\n".to_string()),
+        ];
+        let mut c = Checks::default();
+        let mut refused = 0;
+        for (target, place) in &targets {
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(target, &link).unwrap();
+            std::os::unix::fs::lchown(&link, Some(uid_of(T3)), None).unwrap();
+            for (kind, more) in &kinds {
+                let dst = if *place == "on" { format!("$HOME/{name}") } else { format!("$HOME/{name}/corral-escape-{u}") };
+                let ty = kind.split(' ').next().unwrap();
+                env.write_config(&format!("tenants/{T3}.toml"), &format!("[[mount]]\ntype = \"{ty}\"\ndst = \"{dst}\"\n{more}"));
+                let o = env.run(&["up", T3]);
+                let err = String::from_utf8_lossy(&o.stderr).into_owned();
+                let what = format!("{kind} mount at {dst} with $HOME/{name} -> {target}");
+                println!("-- {what}: exit {:?}: {}", o.status.code(), err.trim());
+                if o.status.success() {
+                    // What did it mount on? Look from inside, then take it down.
+                    let inside = env.run(&["run", T3, "--", "/bin/sh", "-c", &format!("ls -ld ~/{name}; grep -F '{name}' /proc/self/mountinfo")]);
+                    let seen = String::from_utf8_lossy(&inside.stdout).trim().replace('\n', " | ");
+                    println!("   inside: {seen}");
+                    env.run(&["down", T3]);
+                    // Following the link would show up in the host checks
+                    // below (ESCAPED); here the mount sits on the link itself.
+                    c.fail(format!(
+                        "NOT REFUSED: `corral up` accepted a {what} instead of refusing it (directory mounts there are refused); \
+                         the mount went onto the planted link itself, inside the sandbox: {seen}"
+                    ));
+                } else if err.contains("symlink") || err.contains("ELOOP") || err.contains("Too many levels") {
+                    refused += 1;
+                } else {
+                    c.fail(format!("{what}: `corral up` failed, but not because of the symlink: {}", err.trim()));
+                }
+            }
+        }
+        if host_mounts() != mounts_before {
+            c.fail(format!("ESCAPED: a mount appeared on the host at /etc or {scr}: {:?}", host_mounts()));
+        }
+        let left: Vec<_> = std::fs::read_dir(scratch.path()).unwrap().flatten().map(|e| e.path()).collect();
+        if !left.is_empty() {
+            c.fail(format!("ESCAPED: `corral up` created {left:?} through the planted symlink"));
+        }
+        let etc_after: Vec<_> = std::fs::read_dir("/etc").unwrap().flatten().map(|e| e.file_name()).filter(|n| !etc_before.contains(n)).collect();
+        if etc_after.iter().any(|n| n.to_string_lossy().contains(&u)) {
+            c.fail(format!("ESCAPED: `corral up` created {etc_after:?} in the host's /etc"));
+        }
+        c.ok.push(format!("{refused} profile mounts on/through a planted symlink refused by `corral up`; host /etc and the link targets untouched"));
+        c.done()
+    });
+}
+
+#[test]
+fn the_control_socket_and_the_state_dir_are_unreachable() {
+    each_mode("control_socket", |env, _| {
+        let m = Marker::new();
+        let inst = Installed::new(T1);
+        env.ok(&["up", T1]);
+        let dir = env.state_dir().join("tenants").join(T1);
+        let (state, control, ns) = (env.state_dir().display().to_string(), dir.join("control.sock").display().to_string(), dir.join("ns").display().to_string());
+        assert!(Path::new(&control).exists());
+        let mut c = Checks::default();
+        c.probe(&probe(env, T1, &inst, "sockets", &m, &[&state, &control, &ns]), "the state dir, the control socket, /proc/net/unix, /proc/1/fd");
+        c.probe(&probe_detached(env, &[], T1, &inst, "sockets", &m, &[&state, &control, &ns]), "the same from a detached process");
+        c.done()
+    });
+}
+
+#[test]
+fn io_uring_bpf_perf_keyctl_userfaultfd_fail_with_eperm() {
+    each_mode("denied_syscalls", |env, _| {
+        let m = Marker::new();
+        let inst = Installed::new(T1);
+        let mut c = Checks::default();
+        c.probe(&probe(env, T1, &inst, "syscalls", &m, &[]), "io_uring_setup, bpf, perf_event_open, keyctl, userfaultfd, ...");
+        c.probe(&probe_detached(env, &[], T1, &inst, "syscalls", &m, &[]), "the same from a detached process");
+        c.done()
+    });
+}
+
+#[test]
+fn capabilities_are_all_zero_and_no_new_privs_is_set() {
+    each_mode("caps_nnp", |env, _| {
+        let m = Marker::new();
+        let inst = Installed::new(T1);
+        let uid = uid_of(T1).to_string();
+        let gid = nix::unistd::User::from_name(T1).unwrap().unwrap().gid.as_raw().to_string();
+        let mut c = Checks::default();
+        c.probe(&probe(env, T1, &inst, "status", &m, &[&uid, &gid]), "/proc/self/status (corral run)");
+        c.probe(&probe_detached(env, &[], T1, &inst, "status", &m, &[&uid, &gid]), "/proc/self/status (--detach)");
+        c.done()
+    });
+}
+
+#[test]
+fn the_init_cannot_be_signalled_traced_or_read() {
+    each_mode("init", |env, _| {
+        let m = Marker::new();
+        env.write_config(&format!("tenants/{T3}.toml"), "[seccomp]\nallow_ptrace = true\n");
+        let mut c = Checks::default();
+        for tenant in [T1, T3] {
+            let inst = Installed::new(tenant);
+            env.ok(&["up", tenant]);
+            let pid = env.init_pid(tenant);
+            let start = start_time(pid);
+            let what = if tenant == T3 { "with allow_ptrace = true" } else { "default filter" };
+            c.probe(&probe(env, tenant, &inst, "init", &m, &[]), &format!("signals, ptrace, /proc/1/* from corral run ({what})"));
+            c.probe(&probe_detached(env, &[], tenant, &inst, "init", &m, &[]), &format!("the same from a detached process ({what})"));
+            if start_time(pid) != start {
+                c.fail(format!("ESCAPED: {tenant}'s init (host pid {pid}) is gone"));
+            }
+        }
+        c.done()
+    });
+}

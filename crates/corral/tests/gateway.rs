@@ -1,0 +1,709 @@
+//! `corral gateway` behind a real nginx, and `corral cgi`, for real (as
+//! root). Every test starts its own gateway and nginx (127.0.0.1, a free
+//! port, a temp prefix), writes its scripts into the test tenants' homes
+//! and removes everything again, also when it fails.
+//!
+//! The leak test makes 20,000 requests; set CORRAL_GATEWAY_LEAK_REQUESTS
+//! (e.g. 100000) for a longer run.
+
+mod common;
+
+use common::*;
+use gw::*;
+use std::time::{Duration, Instant};
+
+const ENV_CGI: &str = r#"#!/bin/sh
+printf 'Content-Type: text/plain\r\nX-Script: env\r\n\r\n'
+echo "uid=$(id -u)"
+echo "method=$REQUEST_METHOD"
+echo "query=$QUERY_STRING"
+echo "x_test=$HTTP_X_TEST"
+echo "proxy=$HTTP_PROXY"
+echo "gateway=$GATEWAY_INTERFACE"
+echo "cwd=$(pwd)"
+echo "path=$PATH"
+"#;
+
+const ECHO_CGI: &str = r#"#!/bin/sh
+sum=$(sha256sum | cut -d' ' -f1)
+printf 'Content-Type: text/plain\n\n'
+echo "len=$CONTENT_LENGTH"
+echo "sum=$sum"
+"#;
+
+#[test]
+fn get_post_status_redirects_and_large_responses() {
+    let s = Stack::start(&[], 30);
+    s.script(T1, "env.cgi", ENV_CGI);
+    s.script(T1, "echo.cgi", ECHO_CGI);
+    s.script(T1, "status.cgi", "#!/bin/sh\nprintf 'Status: 418 Short And Stout\\r\\nContent-Type: text/plain\\r\\n\\r\\nteapot\\n'\n");
+    s.script(T1, "away.cgi", "#!/bin/sh\nprintf 'Location: http://example.com/there\\n\\n'\n");
+    s.script(T1, "local.cgi", "#!/bin/sh\nprintf 'Location: /elsewhere?x=1\\n\\n'\n");
+    s.script(T1, "big.cgi", "#!/bin/sh\nprintf 'Content-Type: application/octet-stream\\n\\n'\nhead -c 10485760 /dev/zero\n");
+
+    let r = s.get(&format!("/~{T1}/env.cgi?a=1&b=two"), &[("X-Test", "yes"), ("Proxy", "http://evil:1")]);
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.header("x-script"), Some("env"));
+    let b = r.text();
+    assert!(b.contains(&format!("uid={}", uid_of(T1))), "{b}");
+    for want in ["method=GET", "query=a=1&b=two", "x_test=yes", "proxy=\n", "gateway=CGI/1.1", "path=/usr/local/bin:/usr/bin:/bin"] {
+        assert!(b.contains(want), "{want:?} in {b}");
+    }
+    assert!(b.contains(&format!("cwd={}", s.dir(T1).display())), "cwd is the script's directory: {b}");
+
+    // 1 MiB body, streamed to the script and checksummed there.
+    let body: Vec<u8> = (0..1024 * 1024u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let r = s.request("POST", &format!("/~{T1}/echo.cgi"), &[("Content-Type", "application/octet-stream")], &body);
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.text(), format!("len=1048576\nsum={}\n", sha256_hex(&body)));
+
+    let r = s.get(&format!("/~{T1}/status.cgi"), &[]);
+    assert_eq!((r.status, r.text().as_str()), (418, "teapot\n"), "{r:?}");
+    let r = s.get(&format!("/~{T1}/away.cgi"), &[]);
+    assert_eq!(r.status, 302);
+    assert_eq!(r.header("location"), Some("http://example.com/there"));
+    let r = s.get(&format!("/~{T1}/local.cgi"), &[]);
+    assert_eq!(r.status, 302);
+    assert!(r.header("location").is_some_and(|l| l.ends_with("/elsewhere?x=1")), "{r:?}");
+
+    let r = s.get(&format!("/~{T1}/big.cgi"), &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), 10 * 1024 * 1024);
+    assert!(r.body.iter().all(|&b| b == 0));
+}
+
+#[test]
+fn timeouts_crashes_and_stderr() {
+    let s = Stack::start(&[], 2);
+    s.script(T1, "slow.cgi", "#!/bin/sh\nexec /bin/sleep 30\n");
+    s.script(T1, "crash.cgi", "#!/bin/sh\necho 'about to crash' >&2\nkill -SEGV $$\n");
+    s.script(T1, "nohead.cgi", "#!/bin/sh\necho 'not a header line'\n");
+    s.script(T1, "noisy.cgi", "#!/bin/sh\necho 'warning: disk almost full' >&2\nprintf 'Content-Type: text/plain\\n\\nok\\n'\n");
+
+    let t = Instant::now();
+    let r = s.get(&format!("/~{T1}/slow.cgi"), &[]);
+    assert_eq!(r.status, 504, "{r:?}");
+    assert!(t.elapsed() < Duration::from_secs(10), "took {:?}", t.elapsed());
+    // The init killed the script's process group: nothing is left.
+    assert!(wait_until(Duration::from_secs(5), || processes_of(T1, "sleep") == 0), "a sleep survived the timeout");
+
+    let r = s.get(&format!("/~{T1}/crash.cgi"), &[]);
+    assert_eq!(r.status, 502, "{r:?}");
+    let r = s.get(&format!("/~{T1}/nohead.cgi"), &[]);
+    assert_eq!(r.status, 502, "{r:?}");
+    let r = s.get(&format!("/~{T1}/noisy.cgi"), &[]);
+    assert_eq!((r.status, r.text().as_str()), (200, "ok\n"));
+
+    let log = s.log();
+    let script = s.dir(T1).join("noisy.cgi");
+    assert!(log.contains(&format!("[{T1} {}] stderr: warning: disk almost full", script.display())), "{log}");
+    assert!(log.contains("stderr: about to crash"), "{log}");
+    assert!(log.contains("killed by signal 11"), "{log}");
+    assert!(log.contains("504") && log.contains("timed out"), "{log}");
+}
+
+#[test]
+fn five_hundred_concurrent_requests_are_all_correct() {
+    let s = Stack::start(&[(T1, "[limits]\nentry_processes = 100\nprocesses = 400\n")], 60);
+    s.script(T1, "q.cgi", "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n%s\\n' \"$QUERY_STRING\"\n");
+    // 500 requests, 50 at a time, each checked (half over kept-alive,
+    // multiplexable FastCGI connections).
+    let s = std::sync::Arc::new(s);
+    let workers: Vec<_> = (0..50)
+        .map(|w| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                for i in 0..10 {
+                    let q = format!("w{w}-r{i}");
+                    let prefix = if (w + i) % 2 == 0 { "" } else { "/k" };
+                    let r = s.get(&format!("{prefix}/~{T1}/q.cgi?{q}"), &[]);
+                    assert_eq!((r.status, r.text()), (200, format!("{q}\n")));
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("a worker saw a wrong answer");
+    }
+    // And with a load generator, when there is one.
+    if let Some(out) = h2load(&s, &format!("/~{T1}/q.cgi?h2load"), 500, 50) {
+        assert!(out.contains("500 succeeded") && out.contains("500 2xx"), "{out}");
+    }
+    let s = std::sync::Arc::try_unwrap(s).ok().expect("workers are done");
+    drop(s);
+}
+
+#[test]
+fn scripts_run_as_their_owner_and_never_as_another_tenant() {
+    let s = Stack::start(&[], 30);
+    let id = "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n'; id -u\n";
+    s.script(T1, "id.cgi", id);
+    s.script(T2, "id.cgi", id);
+    assert_eq!(s.get(&format!("/~{T1}/id.cgi"), &[]).text().trim(), uid_of(T1).to_string());
+    assert_eq!(s.get(&format!("/~{T2}/id.cgi"), &[]).text().trim(), uid_of(T2).to_string());
+    // Owned by T2 but lying in T1's home: not T2's file to run, and never T1's.
+    let p = s.script(T1, "foreign.cgi", id);
+    let t2 = nix::unistd::User::from_name(T2).unwrap().unwrap();
+    nix::unistd::chown(&p, Some(t2.uid), Some(t2.gid)).unwrap();
+    let r = s.get(&format!("/~{T1}/foreign.cgi"), &[]);
+    assert_eq!(r.status, 403, "{r:?}");
+    assert!(s.log().contains("refused by rule \"inside-home\""), "{}", s.log());
+}
+
+#[test]
+fn traversal_symlink_escapes_and_unsafe_files_are_refused() {
+    let s = Stack::start(&[], 30);
+    let ok = "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\nran\\n'\n";
+    let target = s.script(T2, "private.cgi", ok);
+    s.script(T1, "ok.cgi", ok);
+    let d1 = s.dir(T1);
+    // SCRIPT_FILENAME straight from the query string (/raw?f=...).
+    let raw = |f: &str| s.get(&format!("/raw?f={f}"), &[]);
+    assert_eq!(raw(&format!("{}/ok.cgi", d1.display())).status, 200);
+    assert_eq!(raw(&format!("{}/../{}/ok.cgi", d1.display(), d1.file_name().unwrap().to_string_lossy())).status, 403, "'..' is refused even when it stays inside");
+    assert_eq!(raw(&format!("{}/../../{T2}/{}/private.cgi", d1.display(), s.dir_name())).status, 403);
+    assert_eq!(raw("relative/ok.cgi").status, 403);
+    // A symlink in T1's home to T2's script, and to a T1-owned file outside the home.
+    std::os::unix::fs::symlink(&target, d1.join("to-t2.cgi")).unwrap();
+    assert_eq!(s.get(&format!("/~{T1}/to-t2.cgi"), &[]).status, 403);
+    let outside = s.tmp.path().join("outside.cgi");
+    std::fs::write(&outside, ok).unwrap();
+    let t1 = nix::unistd::User::from_name(T1).unwrap().unwrap();
+    nix::unistd::chown(&outside, Some(t1.uid), Some(t1.gid)).unwrap();
+    set_mode(&outside, 0o755);
+    std::os::unix::fs::symlink(&outside, d1.join("out.cgi")).unwrap();
+    assert_eq!(s.get(&format!("/~{T1}/out.cgi"), &[]).status, 403);
+    // A root-owned program reached through a link.
+    std::os::unix::fs::symlink("/usr/bin/id", d1.join("root.cgi")).unwrap();
+    assert_eq!(s.get(&format!("/~{T1}/root.cgi"), &[]).status, 403);
+    // Writable by group, setuid, not executable, missing.
+    set_mode(&s.script(T1, "gw.cgi", ok), 0o775);
+    set_mode(&s.script(T1, "suid.cgi", ok), 0o4755);
+    set_mode(&s.script(T1, "plain.cgi", ok), 0o644);
+    for name in ["gw.cgi", "suid.cgi", "plain.cgi"] {
+        assert_eq!(s.get(&format!("/~{T1}/{name}"), &[]).status, 403, "{name}");
+    }
+    assert_eq!(s.get(&format!("/~{T1}/missing.cgi"), &[]).status, 404);
+    let log = s.log();
+    for rule in ["dotdot", "absolute-path", "inside-home", "symlink-escape", "min-uid", "writable", "setid", "executable", "exists"] {
+        assert!(log.contains(&format!("refused by rule \"{rule}\"")), "rule {rule} logged: {log}");
+    }
+}
+
+#[test]
+fn entry_process_limit_answers_508() {
+    let s = Stack::start(&[(T3, "[limits]\nentry_processes = 2\n")], 30);
+    s.script(T3, "slow.cgi", "#!/bin/sh\nsleep 2\nprintf 'Content-Type: text/plain\\n\\ndone\\n'\n");
+    let s = std::sync::Arc::new(s);
+    let hs: Vec<_> = (0..3)
+        .map(|_| {
+            let s = s.clone();
+            std::thread::spawn(move || s.get(&format!("/~{T3}/slow.cgi"), &[]).status)
+        })
+        .collect();
+    let mut codes: Vec<u16> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+    codes.sort();
+    assert_eq!(codes, [200, 200, 508]);
+    assert!(s.log().contains("entry-process limit"), "{}", s.log());
+}
+
+#[test]
+fn no_fd_or_zombie_leaks_after_many_requests() {
+    let n: usize = std::env::var("CORRAL_GATEWAY_LEAK_REQUESTS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    let s = Stack::start(&[(T1, "[limits]\nentry_processes = 64\n")], 30);
+    s.script(T1, "tiny.cgi", "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\nok\\n'\n");
+    s.script(T1, "err.cgi", "#!/bin/sh\necho oops >&2\nexit 3\n");
+    // Warm up (brings the sandbox up), then take the baseline.
+    assert_eq!(s.get(&format!("/~{T1}/tiny.cgi"), &[]).status, 200);
+    let gw = s.gateway_pid();
+    let fds0 = fd_count(gw);
+    let init = s.env.init_pid(T1);
+    let zombies = || zombies_of(&[gw, init]);
+    let z0 = zombies();
+    let done = match h2load(&s, &format!("/~{T1}/tiny.cgi"), n, 10) {
+        Some(out) => {
+            assert!(out.contains(&format!("{n} succeeded")), "{out}");
+            n
+        }
+        None => {
+            let m = n.min(2000);
+            for _ in 0..m {
+                assert_eq!(s.get(&format!("/~{T1}/tiny.cgi"), &[]).status, 200);
+            }
+            m
+        }
+    };
+    for _ in 0..50 {
+        assert_eq!(s.get(&format!("/~{T1}/err.cgi"), &[]).status, 502);
+    }
+    let settled = wait_until(Duration::from_secs(10), || fd_count(gw) <= fds0 && zombies() <= z0);
+    assert!(settled, "after {done} requests: fds {} (was {fds0}), zombies {} (was {z0})", fd_count(gw), zombies());
+}
+
+#[test]
+fn sigterm_drains_in_flight_requests_and_sighup_reloads_the_map() {
+    let mut s = Stack::start_with_map(&[], 30, &format!("[hosts]\n\"site.test\" = \"{T2}\"\n"));
+    s.script(T1, "slow.cgi", "#!/bin/sh\nsleep 1\nprintf 'Content-Type: text/plain\\n\\nfinished\\n'\n");
+    s.script(T1, "id.cgi", "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n'; id -u\n");
+    // Mapped to T2, but the script is T1's: refused.
+    assert_eq!(s.get(&format!("/~{T1}/id.cgi"), &[("Host", "site.test")]).status, 403);
+    s.write_map(&format!("[hosts]\n\"site.test\" = \"{T1}\"\n"));
+    s.signal(nix::sys::signal::Signal::SIGHUP);
+    assert!(wait_until(Duration::from_secs(5), || s.log().contains("SIGHUP: reloaded")), "{}", s.log());
+    let r = s.get(&format!("/~{T1}/id.cgi"), &[("Host", "site.test")]);
+    assert_eq!((r.status, r.text().trim().to_string()), (200, uid_of(T1).to_string()));
+
+    let s = std::sync::Arc::new(s);
+    let slow = {
+        let s = s.clone();
+        std::thread::spawn(move || s.get(&format!("/~{T1}/slow.cgi"), &[]))
+    };
+    std::thread::sleep(Duration::from_millis(400));
+    s.signal(nix::sys::signal::Signal::SIGTERM);
+    let r = slow.join().unwrap();
+    assert_eq!((r.status, r.text().as_str()), (200, "finished\n"), "the in-flight request completed");
+    let mut s = std::sync::Arc::try_unwrap(s).ok().expect("the request thread is done");
+    let status = s.wait_gateway(Duration::from_secs(10)).expect("the gateway exits after draining");
+    assert!(status.success(), "{status:?}");
+    assert!(!s.socket().exists(), "socket removed");
+}
+
+#[test]
+fn fastcgi_multiplexing_and_management_records() {
+    let s = Stack::start(&[], 30);
+    s.script(T1, "q.cgi", "#!/bin/sh\nsleep 0.2\nprintf 'Content-Type: text/plain\\n\\n%s\\n' \"$QUERY_STRING\"\n");
+    let script = s.dir(T1).join("q.cgi");
+    let answers = fastcgi_mpx(&s.socket(), &script, &["one", "two", "three"]);
+    assert_eq!(answers.len(), 3);
+    for (q, out) in ["one", "two", "three"].iter().zip(&answers) {
+        assert!(out.contains("Status: 200") && out.ends_with(&format!("\r\n\r\n{q}\n")), "{q}: {out:?}");
+    }
+}
+
+#[test]
+fn cgi_wrapper_runs_scripts_in_the_sandbox() {
+    let s = Stack::start(&[], 30);
+    let echo = s.script(T1, "echo.cgi", ECHO_CGI);
+    let env_cgi = s.script(T1, "env.cgi", ENV_CGI);
+    let run = |args: &[&str], vars: &[(&str, &str)], stdin: &[u8]| {
+        use std::io::Write;
+        let mut c = s.env.cmd();
+        c.arg("cgi").args(args).env("REQUEST_METHOD", "POST").env("GATEWAY_INTERFACE", "CGI/1.1");
+        for (k, v) in vars {
+            c.env(k, v);
+        }
+        let mut ch = c.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        ch.stdin.take().unwrap().write_all(stdin).unwrap();
+        ch.wait_with_output().unwrap()
+    };
+    let body = b"hello from the web server".to_vec();
+    let o = run(&[], &[("SCRIPT_FILENAME", echo.to_str().unwrap()), ("CONTENT_LENGTH", "25")], &body);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), format!("Content-Type: text/plain\n\nlen=25\nsum={}\n", sha256_hex(&body)));
+    // lighttpd's cgi.assign passes the script as an argument; Apache's Action in PATH_TRANSLATED.
+    let o = run(&[env_cgi.to_str().unwrap()], &[("QUERY_STRING", "via=arg"), ("LD_PRELOAD", "/x.so")], b"");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains(&format!("uid={}", uid_of(T1))) && out.contains("query=via=arg"), "{out}");
+    let o = run(&["--path-translated"], &[("PATH_TRANSLATED", env_cgi.to_str().unwrap()), ("SCRIPT_FILENAME", "/usr/lib/cgi-bin/corral")], b"");
+    assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("uid={}", uid_of(T1))), "{o:?}");
+    // Exit status passes through; refusals are CGI error responses.
+    let fail = s.script(T1, "fail.cgi", "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n'\nexit 7\n");
+    assert_eq!(run(&[fail.to_str().unwrap()], &[], b"").status.code(), Some(7));
+    set_mode(&fail, 0o777);
+    let o = run(&[fail.to_str().unwrap()], &[], b"");
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("Status: 403"), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("\"writable\""), "{o:?}");
+}
+
+/// The test rig: a gateway and an nginx in front of it, per test.
+mod gw {
+    use super::common::*;
+    use std::io::{Read, Write};
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::{Path, PathBuf};
+    use std::process::{Child, Command, ExitStatus, Stdio};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::{Duration, Instant};
+
+    static N: AtomicU32 = AtomicU32::new(0);
+
+    pub struct Stack {
+        pub env: Env,
+        pub tmp: tempfile::TempDir,
+        nginx: Option<Child>,
+        gateway: Option<Child>,
+        port: u16,
+        dir_name: String,
+    }
+
+    #[derive(Debug)]
+    pub struct Resp {
+        pub status: u16,
+        pub headers: Vec<(String, String)>,
+        pub body: Vec<u8>,
+    }
+
+    impl Resp {
+        pub fn header(&self, name: &str) -> Option<&str> {
+            self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        }
+        pub fn text(&self) -> String {
+            String::from_utf8_lossy(&self.body).into_owned()
+        }
+    }
+
+    impl Stack {
+        /// `overrides`: per-tenant profile overrides; `timeout`: the gateway's, in seconds.
+        pub fn start(overrides: &[(&str, &str)], timeout: u64) -> Stack {
+            Stack::launch(overrides, timeout, None)
+        }
+
+        pub fn start_with_map(overrides: &[(&str, &str)], timeout: u64, map: &str) -> Stack {
+            Stack::launch(overrides, timeout, Some(map))
+        }
+
+        fn launch(overrides: &[(&str, &str)], timeout: u64, map: Option<&str>) -> Stack {
+            let env = Env::new();
+            env.default_profile_with("");
+            for (t, text) in overrides {
+                env.write_config(&format!("tenants/{t}.toml"), text);
+            }
+            let tmp = tempfile::Builder::new().prefix("corral-gw-test").tempdir_in("/var/tmp").unwrap();
+            let dir_name = format!("gwtest-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+            let mut s = Stack { env, tmp, nginx: None, gateway: None, port: 0, dir_name };
+            for t in [T1, T2, T3] {
+                let d = s.dir(t);
+                std::fs::create_dir_all(&d).unwrap();
+                let u = nix::unistd::User::from_name(t).unwrap().unwrap();
+                nix::unistd::chown(&d, Some(u.uid), Some(u.gid)).unwrap();
+                set_mode(&d, 0o755);
+            }
+            if let Some(m) = map {
+                s.write_map(m);
+            }
+            s.start_gateway(timeout, map.is_some());
+            s.start_nginx();
+            s
+        }
+
+        fn start_gateway(&mut self, timeout: u64, map: bool) {
+            let log = std::fs::File::create(self.tmp.path().join("gateway.log")).unwrap();
+            let mut c = self.env.cmd();
+            c.args(["gateway", "--listen", &format!("unix:{}", self.socket().display()), "--timeout", &timeout.to_string()]);
+            if map {
+                c.arg("--map").arg(self.tmp.path().join("map.toml"));
+            }
+            let child = c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log).spawn().expect("start corral gateway");
+            self.gateway = Some(child);
+            let up = wait_until(Duration::from_secs(10), || self.socket().exists() || self.gateway.as_mut().unwrap().try_wait().unwrap().is_some());
+            assert!(up && self.socket().exists(), "the gateway did not start: {}", self.log());
+        }
+
+        fn start_nginx(&mut self) {
+            for _attempt in 0..5 {
+                self.port = free_port();
+                let conf = self.tmp.path().join("nginx.conf");
+                std::fs::write(&conf, self.nginx_conf()).unwrap();
+                let out = std::fs::File::create(self.tmp.path().join("nginx.out")).unwrap();
+                let err_log = self.tmp.path().join("error.log");
+                let child = Command::new("nginx")
+                    .arg("-p")
+                    .arg(self.tmp.path())
+                    .arg("-e")
+                    .arg(&err_log)
+                    .arg("-c")
+                    .arg(&conf)
+                    .args(["-g", "daemon off;"])
+                    .stdin(Stdio::null())
+                    .stdout(out.try_clone().unwrap())
+                    .stderr(out)
+                    .spawn()
+                    .expect("start nginx (Debian: nginx-light)");
+                self.nginx = Some(child);
+                let port = self.port;
+                let ok = wait_until(Duration::from_secs(10), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() || self.nginx.as_mut().unwrap().try_wait().unwrap().is_some());
+                if ok && self.nginx.as_mut().unwrap().try_wait().unwrap().is_none() {
+                    return;
+                }
+                // Most likely the port was taken meanwhile: try another.
+                self.stop_nginx();
+            }
+            panic!("nginx did not start: {}", std::fs::read_to_string(self.tmp.path().join("nginx.out")).unwrap_or_default());
+        }
+
+        fn nginx_conf(&self) -> String {
+            let t = self.tmp.path().display();
+            let sock = self.socket();
+            let sock = sock.display();
+            let mut locations = String::new();
+            for tenant in [T1, T2, T3] {
+                let dir = self.dir(tenant);
+                let dir = dir.display();
+                locations.push_str(&format!(
+                    "location ~ ^/~{tenant}(/[^/]+)$ {{ include /etc/nginx/fastcgi_params; fastcgi_param SCRIPT_FILENAME {dir}$1; fastcgi_pass unix:{sock}; }}\n\
+                     location ~ ^/k/~{tenant}(/[^/]+)$ {{ include /etc/nginx/fastcgi_params; fastcgi_param SCRIPT_FILENAME {dir}$1; fastcgi_keep_conn on; fastcgi_pass gw; }}\n"
+                ));
+            }
+            format!(
+                "worker_processes 2;\nuser root root;\npid {t}/nginx.pid;\nerror_log {t}/error.log warn;\n\
+                 events {{ worker_connections 1024; }}\n\
+                 http {{\n access_log off;\n client_body_temp_path {t}/body;\n fastcgi_temp_path {t}/fastcgi;\n client_max_body_size 16m;\n fastcgi_read_timeout 120s;\n\
+                 upstream gw {{ server unix:{sock}; keepalive 8; }}\n\
+                 server {{\n listen 127.0.0.1:{port};\n{locations}\
+                 location = /raw {{ include /etc/nginx/fastcgi_params; fastcgi_param SCRIPT_FILENAME $arg_f; fastcgi_pass unix:{sock}; }}\n }}\n}}\n",
+                port = self.port
+            )
+        }
+
+        pub fn dir_name(&self) -> &str {
+            &self.dir_name
+        }
+
+        /// This test's script directory in a tenant's home.
+        pub fn dir(&self, tenant: &str) -> PathBuf {
+            home_of(tenant).join(&self.dir_name)
+        }
+
+        /// Write an executable script (0755, owned by the tenant).
+        pub fn script(&self, tenant: &str, name: &str, text: &str) -> PathBuf {
+            write_home_file(tenant, &format!("{}/{name}", self.dir_name), text, 0o755)
+        }
+
+        pub fn socket(&self) -> PathBuf {
+            self.tmp.path().join("gw.sock")
+        }
+
+        pub fn write_map(&self, text: &str) {
+            std::fs::write(self.tmp.path().join("map.toml"), text).unwrap();
+        }
+
+        pub fn log(&self) -> String {
+            std::fs::read_to_string(self.tmp.path().join("gateway.log")).unwrap_or_default()
+        }
+
+        pub fn port(&self) -> u16 {
+            self.port
+        }
+
+        pub fn gateway_pid(&self) -> i32 {
+            self.gateway.as_ref().unwrap().id() as i32
+        }
+
+        pub fn signal(&self, sig: nix::sys::signal::Signal) {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.gateway_pid()), sig).unwrap();
+        }
+
+        pub fn wait_gateway(&mut self, timeout: Duration) -> Option<ExitStatus> {
+            let g = self.gateway.as_mut()?;
+            let start = Instant::now();
+            while start.elapsed() < timeout {
+                if let Some(st) = g.try_wait().unwrap() {
+                    self.gateway = None;
+                    return Some(st);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            None
+        }
+
+        pub fn get(&self, path: &str, headers: &[(&str, &str)]) -> Resp {
+            self.request("GET", path, headers, b"")
+        }
+
+        /// One HTTP/1.0 request to nginx (the connection closes after it).
+        pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
+            let mut c = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect to nginx");
+            c.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+            let mut head = format!("{method} {path} HTTP/1.0\r\n");
+            if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+                head.push_str("Host: 127.0.0.1\r\n");
+            }
+            for (n, v) in headers {
+                head.push_str(&format!("{n}: {v}\r\n"));
+            }
+            if !body.is_empty() || method == "POST" {
+                head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+            }
+            head.push_str("\r\n");
+            c.write_all(head.as_bytes()).unwrap();
+            c.write_all(body).unwrap();
+            let mut raw = Vec::new();
+            c.read_to_end(&mut raw).expect("read the response");
+            parse_response(&raw)
+        }
+
+        fn stop_nginx(&mut self) {
+            if let Some(mut n) = self.nginx.take() {
+                stop(&mut n, nix::sys::signal::Signal::SIGQUIT, Duration::from_secs(5));
+            }
+        }
+    }
+
+    impl Drop for Stack {
+        fn drop(&mut self) {
+            self.stop_nginx();
+            if let Some(mut g) = self.gateway.take() {
+                stop(&mut g, nix::sys::signal::Signal::SIGTERM, Duration::from_secs(40));
+            }
+            for t in [T1, T2, T3] {
+                let _ = std::fs::remove_dir_all(self.dir(t));
+            }
+        }
+    }
+
+    /// Signal a child we started, wait (bounded), then SIGKILL it.
+    fn stop(c: &mut Child, sig: nix::sys::signal::Signal, grace: Duration) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(c.id() as i32), sig);
+        let start = Instant::now();
+        while start.elapsed() < grace {
+            if let Ok(Some(_)) = c.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    }
+
+    fn parse_response(raw: &[u8]) -> Resp {
+        let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or_else(|| panic!("no HTTP head in {:?}", String::from_utf8_lossy(raw)));
+        let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+        let mut lines = head.split("\r\n");
+        let status = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|c| c.parse().ok()).expect("status line");
+        let headers = lines.filter_map(|l| l.split_once(':')).map(|(n, v)| (n.trim().to_string(), v.trim().to_string())).collect();
+        Resp { status, headers, body: raw[split + 4..].to_vec() }
+    }
+
+    pub fn set_mode(p: &Path, mode: u32) {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+        let start = Instant::now();
+        loop {
+            if f() {
+                return true;
+            }
+            if start.elapsed() > timeout {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn sha256_hex(data: &[u8]) -> String {
+        let mut c = Command::new("sha256sum").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        c.stdin.take().unwrap().write_all(data).unwrap();
+        let o = c.wait_with_output().unwrap();
+        String::from_utf8(o.stdout).unwrap().split(' ').next().unwrap().to_string()
+    }
+
+    fn proc_field(pid: &str, file: &str, key: &str) -> Option<String> {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/{file}")).ok()?;
+        s.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string())
+    }
+
+    /// Processes of `user` named `comm`.
+    pub fn processes_of(user: &str, comm: &str) -> usize {
+        let uid = uid_of(user).to_string();
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+            .filter(|e| {
+                let pid = e.file_name().to_string_lossy().into_owned();
+                proc_field(&pid, "status", "Name:").as_deref() == Some(comm) && proc_field(&pid, "status", "Uid:").is_some_and(|u| u.split_whitespace().next() == Some(uid.as_str()))
+            })
+            .count()
+    }
+
+    pub fn fd_count(pid: i32) -> usize {
+        std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(usize::MAX)
+    }
+
+    /// Zombie children of these processes.
+    pub fn zombies_of(parents: &[i32]) -> usize {
+        let ps: Vec<String> = parents.iter().map(|p| p.to_string()).collect();
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+            .filter(|s| {
+                let Some(i) = s.rfind(')') else { return false };
+                let f: Vec<&str> = s[i + 2..].split(' ').collect();
+                f.first() == Some(&"Z") && f.get(1).is_some_and(|pp| ps.iter().any(|p| p == pp))
+            })
+            .count()
+    }
+
+    /// `h2load --h1 -n N -c C` against nginx, if h2load is installed
+    /// (Debian: nghttp2-client); bounded to 10 minutes.
+    pub fn h2load(s: &Stack, path: &str, n: usize, c: usize) -> Option<String> {
+        let out = s.tmp.path().join("h2load.out");
+        let f = std::fs::File::create(&out).ok()?;
+        let mut ch = Command::new("h2load")
+            .args(["--h1", "-n", &n.to_string(), "-c", &c.to_string()])
+            .arg(format!("http://127.0.0.1:{}{path}", s.port()))
+            .stdout(f.try_clone().ok()?)
+            .stderr(f)
+            .spawn()
+            .ok()?;
+        let done = wait_until(Duration::from_secs(600), || ch.try_wait().ok().flatten().is_some());
+        if !done {
+            let _ = ch.kill();
+            let _ = ch.wait();
+            panic!("h2load did not finish in 10 minutes");
+        }
+        std::fs::read_to_string(out).ok()
+    }
+
+    /// Several requests on one FastCGI connection, their records
+    /// interleaved, plus FCGI_GET_VALUES; returns each request's stdout.
+    pub fn fastcgi_mpx(sock: &Path, script: &Path, queries: &[&str]) -> Vec<String> {
+        use corral_gateway::fastcgi::params::encode_pairs;
+        use corral_gateway::fastcgi::record::{encode_begin_request, encode_get_values, encode_stream, encode_stream_end, RecordDecoder, RecordType, Role, Stream};
+        let mut out = Vec::new();
+        encode_get_values(["FCGI_MPXS_CONNS", "FCGI_MAX_REQS"], &mut out).unwrap();
+        let ids: Vec<u16> = (1..=queries.len() as u16).collect();
+        for id in &ids {
+            encode_begin_request(*id, Role::Responder, true, &mut out);
+        }
+        for (id, q) in ids.iter().zip(queries) {
+            let mut p = Vec::new();
+            let script = script.to_string_lossy();
+            encode_pairs([("SCRIPT_FILENAME", script.as_ref()), ("REQUEST_METHOD", "GET"), ("QUERY_STRING", q)], &mut p).unwrap();
+            encode_stream(Stream::Params, *id, &p, &mut out);
+        }
+        for id in ids.iter().rev() {
+            encode_stream_end(Stream::Params, *id, &mut out);
+            encode_stream_end(Stream::Stdin, *id, &mut out);
+        }
+        let mut c = std::os::unix::net::UnixStream::connect(sock).expect("connect to the gateway");
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        c.write_all(&out).unwrap();
+        let mut dec = RecordDecoder::new();
+        let mut stdout: Vec<Vec<u8>> = vec![Vec::new(); queries.len()];
+        let (mut ended, mut values) = (0, None);
+        let mut buf = vec![0u8; 65536];
+        while ended < queries.len() {
+            let n = c.read(&mut buf).expect("read from the gateway");
+            assert!(n > 0, "the gateway closed a kept connection");
+            let mut input = &buf[..n];
+            while let Some(r) = dec.decode(&mut input).unwrap() {
+                match r.kind {
+                    RecordType::Stdout => stdout[r.request_id as usize - 1].extend_from_slice(&r.content),
+                    RecordType::EndRequest => ended += 1,
+                    RecordType::GetValuesResult => values = Some(r.content.clone()),
+                    other => panic!("unexpected {other}"),
+                }
+            }
+        }
+        let v = values.expect("FCGI_GET_VALUES_RESULT");
+        assert!(v.windows(16).any(|w| w == b"FCGI_MPXS_CONNS1"), "{:?}", String::from_utf8_lossy(&v));
+        stdout.into_iter().map(|b| String::from_utf8_lossy(&b).into_owned()).collect()
+    }
+}
