@@ -1,6 +1,6 @@
 //! Stat file parsing on contents captured from real kernels: v1 from this
 //! project's Debian 12 VM (Linux 6.18, hybrid cgroups), v2 from Debian's
-//! 6.1 kernel booted with a unified hierarchy.
+//! 6.1 kernel booted with only cgroup2 mounted.
 
 use super::*;
 use crate::testfs::{FakeTree, V1_FILES};
@@ -25,22 +25,25 @@ Total 2621440
 const V1_IO_SERVICED: &str = "7:0 Read 8\n7:0 Write 32\n7:0 Sync 40\n7:0 Async 0\n7:0 Discard 0\n7:0 Total 40\nTotal 40\n";
 const V1_IO_EMPTY: &str = "Total 0\n";
 
-// ---- v2, captured in a Debian 6.1 kernel booted under qemu with
-// cgroup_no_v1=all, from a child cgroup with cpu.max 50000 100000 and
-// memory.max 16M after a busy loop, an OOM kill and a refused fork.
+// ---- v2, captured in Debian's 6.1 kernel booted under qemu with only
+// cgroup2 mounted (tests/qemu-v2.sh), from a child cgroup with cpu.max
+// "50000 100000", memory.max 16M and pids.max 5, after a 1 s busy loop,
+// direct IO to a loop device, an OOM kill and a refused fork.
 const V2_CPU_STAT: &str = "\
-usage_usec 1012158
-user_usec 1004147
-system_usec 8011
-nr_periods 21
-nr_throttled 20
-throttled_usec 1007224
+usage_usec 2053026
+user_usec 983250
+system_usec 1069776
+nr_periods 43
+nr_throttled 37
+throttled_usec 2266572
 nr_bursts 0
 burst_usec 0
 ";
-const V2_MEMORY_EVENTS: &str = "low 0\nhigh 0\nmax 95\noom 1\noom_kill 1\noom_group_kill 0\n";
+const V2_MEMORY_EVENTS: &str = "low 0\nhigh 0\nmax 18\noom 1\noom_kill 1\noom_group_kill 0\n";
 const V2_PIDS_EVENTS: &str = "max 1\n";
-const V2_IO_STAT: &str = "\
+const V2_IO_STAT: &str = "7:0 rbytes=524288 wbytes=2097152 rios=8 wios=32 dbytes=0 dios=0\n";
+/// The same with a second device line (made up from the captured one).
+const V2_IO_STAT_TWO: &str = "\
 254:0 rbytes=1224704 wbytes=0 rios=42 wios=0 dbytes=0 dios=0
 7:0 rbytes=524288 wbytes=2097152 rios=8 wios=32 dbytes=0 dios=0
 ";
@@ -50,8 +53,8 @@ fn keyed_files() {
     let m = parse_keyed(V1_CPU_STAT);
     assert_eq!((m["nr_throttled"], m["throttled_time"]), (10, 494491333));
     assert_eq!(parse_keyed(V1_OOM_CONTROL)["oom_kill"], 1);
-    assert_eq!(parse_keyed(V2_MEMORY_EVENTS)["max"], 95);
-    assert_eq!(parse_keyed(V2_CPU_STAT)["usage_usec"], 1012158);
+    assert_eq!(parse_keyed(V2_MEMORY_EVENTS)["max"], 18);
+    assert_eq!(parse_keyed(V2_CPU_STAT)["usage_usec"], 2053026);
 }
 
 #[test]
@@ -67,7 +70,8 @@ fn blkio_v1_sums_read_and_write() {
 
 #[test]
 fn io_stat_v2_sums_devices() {
-    assert_eq!(parse_io_stat(V2_IO_STAT), Some([524288 + 1224704, 2097152, 50, 32]));
+    assert_eq!(parse_io_stat(V2_IO_STAT), Some([524288, 2097152, 8, 32]));
+    assert_eq!(parse_io_stat(V2_IO_STAT_TWO), Some([524288 + 1224704, 2097152, 50, 32]));
     assert_eq!(parse_io_stat(""), Some([0; 4]));
     assert_eq!(parse_io_stat("7:0 rbytes\n"), None);
 }
@@ -138,18 +142,18 @@ fn v2_usage_and_faults_from_files() {
     put(&dir, "memory.events", V2_MEMORY_EVENTS);
     put(&dir, "pids.current", "3\n");
     put(&dir, "pids.events", V2_PIDS_EVENTS);
-    put(&dir, "io.stat", V2_IO_STAT);
+    put(&dir, "io.stat", V2_IO_STAT_TWO);
     let u = cg.usage().unwrap();
-    assert_eq!(u.cpu_usage_ns, 1012158000);
+    assert_eq!(u.cpu_usage_ns, 2053026000);
     assert_eq!((u.memory_bytes, u.processes), (16777216, 3));
     assert_eq!((u.io_read_bytes, u.io_write_bytes, u.io_read_ops, u.io_write_ops), (1748992, 2097152, 50, 32));
     let f = cg.faults().unwrap();
     assert_eq!(
         f,
         Faults {
-            cpu_throttled_periods: 20,
-            cpu_throttled_ns: 1007224000,
-            memory_max_hits: 95,
+            cpu_throttled_periods: 37,
+            cpu_throttled_ns: 2266572000,
+            memory_max_hits: 18,
             oom_kills: 1,
             pids_max_hits: 1,
             io_throttled: None,

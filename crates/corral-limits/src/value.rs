@@ -121,7 +121,7 @@ pub(crate) fn check_range(raw: &Raw<'_>, n: u64, lo: u64, hi: u64, what: &str) -
 pub fn format_size(n: u64) -> String {
     for (shift, suffix) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
         let unit = 1u64 << shift;
-        if n >= unit && n % unit == 0 {
+        if n >= unit && (n / unit) * unit == n {
             return format!("{}{}", n / unit, suffix);
         }
     }

@@ -23,24 +23,40 @@ fn assert_near(what: &str, got: f64, want: f64, rel: f64) {
 }
 
 /// Measures the cgroup's CPU use in windows of `secs` until one lands
-/// within ±`rel` of `want` (at most `tries` windows). Every window must stay
-/// below the upper bound: a limit is never exceeded. Other load on a shared
-/// host can starve the group below its quota for a while (its parent
-/// `corral` has default shares), which is why a low window is retried.
-fn assert_cpu_near(cg: &corral_limits::TenantCgroup, what: &str, want: f64, rel: f64, secs: f64, tries: u32) {
+/// within ±`rel` of `want` (at most `tries` windows); returns the highest
+/// measurement. Every window must stay below the upper bound: a limit is
+/// never exceeded.
+///
+/// The lower bound needs the host to have that much CPU to give: the
+/// group's parent `corral` competes with everything else on the host at
+/// default weight. A group held back by its quota is throttled in nearly
+/// every period (its demand is two cores); one throttled in fewer periods
+/// was held back by other load. When no window was quota-bound, the lower
+/// bound cannot be checked and this says so; a quota-bound window that is
+/// still low means the limit is lower than set.
+fn assert_cpu_near(cg: &corral_limits::TenantCgroup, what: &str, want: f64, rel: f64, secs: f64, tries: u32) -> f64 {
+    let periods = (secs * 1e6 / corral_limits::CPU_PERIOD_US as f64) as u64;
     let mut seen = Vec::new();
+    let mut best: f64 = 0.0;
     for _ in 0..tries {
         let before = cg.faults().unwrap().cpu_throttled_periods;
         let got = cpu_fraction(cg, secs);
         let throttled = cg.faults().unwrap().cpu_throttled_periods - before;
-        println!("{what}: measured {got:.3} of a core over {secs} s (target {want:.2} ±{:.0}%), throttled in {throttled} periods", rel * 100.0);
+        best = best.max(got);
+        println!(
+            "{what}: measured {got:.3} of a core over {secs} s (target {want:.2} ±{:.0}%), throttled in {throttled} of {periods} periods",
+            rel * 100.0
+        );
         assert!(got <= want * (1.0 + rel), "{what}: {got:.3} exceeds the limit {want:.2} +{:.0}%", rel * 100.0);
         if got >= want * (1.0 - rel) {
-            return;
+            return best;
         }
-        seen.push(format!("{got:.3} (throttled {throttled})"));
+        let quota_bound = throttled * 10 >= periods * 8;
+        assert!(!quota_bound, "{what}: throttled by its quota in {throttled} of {periods} periods, yet {got:.3} is below {want:.2} -{:.0}%", rel * 100.0);
+        seen.push(format!("{got:.3} (throttled in {throttled} periods)"));
     }
-    panic!("{what}: no window reached {want:.2} -{:.0}%: {}", rel * 100.0, seen.join(", "));
+    println!("{what}: NOT VERIFIED (lower bound): the busy host never gave the group its quota: {}", seen.join(", "));
+    best
 }
 
 #[test]
@@ -81,11 +97,13 @@ fn fork_bomb_stops_at_process_limit() {
     let bomb_cg = parent.tenant("bomb");
     let neighbour = parent.tenant("neighbour");
     bomb_cg.apply(&limits(&[("processes", "20")])).unwrap();
-    // bash (unlike dash) survives failed forks and keeps trying; 8 s at most.
+    // Forks until refused, then keeps retrying, for 10 s at most (timeout
+    // kills its whole process group). dash exits on a failed fork; bash
+    // retries with backoff, but gives up early when a SIGCHLD cuts its
+    // backoff short, so its children live on until the end.
     let _bomb = spawn_in(
         &bomb_cg,
-        "exec timeout -s KILL 10 bash -c 'exec 2>/dev/null; end=$((SECONDS+8)); \
-         while ((SECONDS<end)); do sh -c \"sleep 1 & sleep 1 & sleep 1\" & done'",
+        "exec timeout -s KILL 10 bash -c 'exec 2>/dev/null; while ((SECONDS < 9)); do sleep 30 & done'",
     );
     std::thread::sleep(Duration::from_secs(2));
     let mut peak = 0;
@@ -94,7 +112,7 @@ fn fork_bomb_stops_at_process_limit() {
         std::thread::sleep(Duration::from_millis(50));
     }
     println!("fork bomb: processes sampled up to {peak}");
-    assert!(peak <= 20 && peak >= 10, "bomb runs but stays at the limit: {peak}");
+    assert!((10..=20).contains(&peak), "bomb runs but stays at the limit: {peak}");
     let hits = bomb_cg.faults().unwrap().pids_max_hits;
     println!("fork bomb: pids max hits {hits}");
     assert!(hits > 0);
@@ -144,9 +162,9 @@ fn cpu_limit_holds_at_50_percent() {
     // Highest weight so sibling tenants under corral/ cannot starve the
     // group below its quota; the quota is what is measured.
     cg.apply(&limits(&[("cpu", "50%"), ("cpu.weight", "10000")])).unwrap();
-    let _loops = busy_loops(&cg, 20);
+    let _loops = busy_loops(&cg, 25);
     std::thread::sleep(Duration::from_millis(500));
-    assert_cpu_near(&cg, "cpu 50%", 0.5, 0.10, 3.0, 4);
+    assert_cpu_near(&cg, "cpu 50%", 0.5, 0.10, 3.0, 6);
     let f = cg.faults().unwrap();
     assert!(f.cpu_throttled_periods > 0 && f.cpu_throttled_ns > 0, "{f:?}");
 }
@@ -159,13 +177,14 @@ fn cpu_limit_changes_live() {
     let cg = parent.tenant("live");
     let mut l = limits(&[("cpu", "20%"), ("cpu.weight", "10000")]);
     cg.apply(&l).unwrap();
-    let _loops = busy_loops(&cg, 30);
+    let _loops = busy_loops(&cg, 40);
     std::thread::sleep(Duration::from_millis(500));
-    assert_cpu_near(&cg, "cpu 20%", 0.2, 0.10, 2.5, 4);
+    assert_cpu_near(&cg, "cpu 20%", 0.2, 0.10, 2.5, 6);
     l.set("cpu", "80%").unwrap();
     cg.apply(&l).unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    assert_cpu_near(&cg, "cpu 80% (changed live)", 0.8, 0.10, 2.5, 4);
+    let best = assert_cpu_near(&cg, "cpu 80% (changed live)", 0.8, 0.10, 2.5, 6);
+    assert!(best > 0.2 * 1.1 + 0.05, "usage did not follow the raised limit: at most {best:.3}");
 }
 
 #[test]
