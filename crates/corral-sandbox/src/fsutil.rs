@@ -89,6 +89,9 @@ pub fn ensure(root: RawFd, dst: &Path, kind: Kind) -> Result<OwnedFd, Errno> {
         }
         Kind::File(mode) => {
             match openat_beneath(parent_fd.as_raw_fd(), name, libc::O_PATH, 0) {
+                // O_PATH|O_NOFOLLOW opens a symlink itself: refuse it like
+                // any other symlink on the way.
+                Ok(fd) if is_symlink(&fd)? => Err(Errno::ELOOP),
                 Ok(fd) => Ok(fd),
                 Err(Errno::ENOENT) => {
                     let fd = openat_beneath(
@@ -104,6 +107,11 @@ pub fn ensure(root: RawFd, dst: &Path, kind: Kind) -> Result<OwnedFd, Errno> {
             }
         }
     }
+}
+
+fn is_symlink(fd: &OwnedFd) -> Result<bool, Errno> {
+    let st = nix::sys::stat::fstat(fd.as_raw_fd())?;
+    Ok(st.st_mode & libc::S_IFMT == libc::S_IFLNK)
 }
 
 fn chmod_at(dirfd: RawFd, name: &CString, mode: u32) -> Result<(), Errno> {

@@ -105,7 +105,17 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
         // SAFETY: `forward` only calls kill, which is async-signal-safe.
         unsafe { signal::signal(s, SigHandler::Handler(forward)) }.ok();
     }
-    wait_code(pid)
+    let code = wait_code(pid);
+    // Take the terminal back if the child had it (SIGTTOU ignored meanwhile).
+    // SAFETY: signal disposition and tcsetpgrp calls with plain arguments.
+    unsafe {
+        if libc::isatty(0) == 1 && libc::tcgetpgrp(0) == pid.as_raw() {
+            let old = libc::signal(libc::SIGTTOU, libc::SIG_IGN);
+            libc::tcsetpgrp(0, libc::getpgrp());
+            libc::signal(libc::SIGTTOU, old);
+        }
+    }
+    code
 }
 
 /// Move this process into the tenant's cgroup (every hierarchy).

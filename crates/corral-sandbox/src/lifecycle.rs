@@ -212,7 +212,10 @@ fn start_init(plan: &Plan, opts: &UpOptions, cg: &TenantCgroup, setup: OwnedFd, 
             if gc == 0 {
                 // SAFETY: dup2 onto fixed numbers; dup2 clears FD_CLOEXEC on the copies.
                 // First move both above 4, so neither dup2 clobbers the other.
+                // A session of its own: no terminal signal (Ctrl-C, hangup)
+                // aimed at whoever started the sandbox reaches the init.
                 unsafe {
+                    libc::setsid();
                     let a = libc::fcntl(setup.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10);
                     let b = libc::fcntl(listener.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10);
                     libc::dup2(a, 3);

@@ -91,6 +91,9 @@ pub struct Exec<'a> {
     new_session: bool,
     /// fds 3..3+N stay open across exec (`corral run --preserve-fds N`).
     preserve_fds: i32,
+    /// stdin is the caller's controlling terminal and the caller is in the
+    /// foreground: hand the terminal to the child's new process group.
+    foreground_tty: bool,
 }
 
 fn cstr(s: &str) -> Result<CString, SpawnError> {
@@ -149,6 +152,8 @@ impl<'a> Exec<'a> {
             stdio: spec.stdio,
             new_session: spec.new_session,
             preserve_fds: spec.preserve_fds,
+            // SAFETY: isatty/tcgetpgrp/getpgrp only query; done before fork.
+            foreground_tty: !spec.new_session && unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() },
         };
         e.argv_ptrs = e.argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
         e.envp_ptrs = e.envp.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
@@ -213,22 +218,44 @@ impl<'a> Exec<'a> {
         if self.new_session && unsafe { libc::setsid() } < 0 {
             fail(Step::Session, Errno::last());
         }
+        if !self.new_session {
+            // Its own process group: a tenant's kill(0, sig) reaches only
+            // its own processes, never the caller's group on the host.
+            // SAFETY: setpgid has no memory arguments.
+            if unsafe { libc::setpgid(0, 0) } < 0 {
+                fail(Step::Session, Errno::last());
+            }
+            if self.foreground_tty {
+                // Take the terminal for the new group (as a shell does for a
+                // job); SIGTTOU is blocked meanwhile, then the mask restored.
+                // SAFETY: sigset operations on stack memory; tcsetpgrp on fd 0.
+                unsafe {
+                    let mut set: libc::sigset_t = std::mem::zeroed();
+                    let mut old: libc::sigset_t = std::mem::zeroed();
+                    libc::sigemptyset(&mut set);
+                    libc::sigaddset(&mut set, libc::SIGTTOU);
+                    libc::sigprocmask(libc::SIG_BLOCK, &set, &mut old);
+                    libc::tcsetpgrp(0, libc::getpid());
+                    libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+                }
+            }
+        }
         for (res, lim) in &self.rlimits {
             // SAFETY: pointer to a prepared rlimit struct.
             if unsafe { libc::setrlimit(*res as _, lim) } < 0 {
                 fail(Step::Rlimit, Errno::last());
             }
         }
-        // SAFETY: NUL-terminated path prepared before fork.
-        if unsafe { libc::chdir(self.cwd.as_ptr()) } < 0 {
-            // A missing working directory falls back to / (like login does).
-            // SAFETY: static C string.
-            if unsafe { libc::chdir(c"/".as_ptr()) } < 0 {
-                fail(Step::Chdir, Errno::last());
-            }
-        }
         if let Err((_, errno)) = self.security.apply_in_child() {
             fail(Step::Security, errno);
+        }
+        // The working directory is resolved only now: as the tenant (its
+        // permissions apply), with every inherited fd already close-on-exec,
+        // and inside the sandbox's root with no magic links, so neither
+        // `--cwd /proc/self/fd/N` nor a symlink to it can start the process
+        // in a host directory (runc CVE-2024-21626).
+        if let Err(errno) = self.enter_cwd() {
+            fail(Step::Chdir, errno);
         }
         // Every fd >= 3 we inherited closes at exec (the error pipe included,
         // which is how the parent learns that exec succeeded).
@@ -244,6 +271,52 @@ impl<'a> Exec<'a> {
         fail(Step::Exec, Errno::last())
     }
 }
+
+impl Exec<'_> {
+    /// chdir to the prepared cwd, confined to "/"; a missing directory
+    /// falls back to "/" (like login does). Async-signal-safe.
+    fn enter_cwd(&self) -> Result<(), Errno> {
+        let how = OpenHow {
+            flags: (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
+            mode: 0,
+            resolve: RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+        };
+        // SAFETY: static C string.
+        let root = unsafe { libc::open(c"/".as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+        if root < 0 {
+            return Err(Errno::last());
+        }
+        // SAFETY: prepared NUL-terminated path and a struct open_how on the stack.
+        let fd = unsafe { libc::syscall(libc::SYS_openat2, root, self.cwd.as_ptr(), &how as *const OpenHow, std::mem::size_of::<OpenHow>()) } as i32;
+        let err = Errno::last();
+        // SAFETY: closing our own fd.
+        unsafe { libc::close(root) };
+        if fd < 0 {
+            if err == Errno::ENOENT {
+                // SAFETY: static C string.
+                return if unsafe { libc::chdir(c"/".as_ptr()) } < 0 { Err(Errno::last()) } else { Ok(()) };
+            }
+            return Err(err);
+        }
+        // SAFETY: fchdir/close on the fd we just opened.
+        let r = unsafe { libc::fchdir(fd) };
+        let err = Errno::last();
+        unsafe { libc::close(fd) };
+        if r < 0 {
+            return Err(err);
+        }
+        Ok(())
+    }
+}
+
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_IN_ROOT: u64 = 0x10;
 
 fn read_full(fd: RawFd, buf: &mut [u8]) -> usize {
     let mut n = 0;

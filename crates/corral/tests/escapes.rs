@@ -479,8 +479,44 @@ fn another_tenants_process_and_host_processes_cannot_be_signalled_or_traced() {
         if start_time(victim) != Some(victim_start) {
             c.fail(format!("ESCAPED: the other tenant's sleep (host pid {victim}) was killed"));
         }
+        // A host process by process group: a stopped decoy leads the group
+        // the `corral run` (and so the tenant's process) is started in.
+        c.add(host_process_group_is_not_signalled(env, &m));
         c.done()
     });
+}
+
+/// `kill(0, SIGCONT)` from a foreground tenant process must not resume a
+/// stopped host process of the caller's process group.
+fn host_process_group_is_not_signalled(env: &Env, m: &Marker) -> Result<String, String> {
+    use std::os::unix::process::CommandExt;
+    let inst = Installed::new(T1);
+    let mut decoy = Command::new("/bin/sleep").arg("2996").process_group(0).spawn().unwrap();
+    let pid = decoy.id() as i32;
+    let state = || std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| s[s.rfind(')')? + 2..].chars().next());
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while state() != Some('T') && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let before = state();
+    let o = env.cmd().args(["run", T1, "--"]).args(probe_args(&inst, "pgrp", m, &[])).process_group(pid).output().unwrap();
+    let r = ProbeRun::from(o);
+    std::thread::sleep(Duration::from_millis(200));
+    let after = state();
+    let _ = decoy.kill();
+    let _ = decoy.wait();
+    let what = format!("kill(0, SIGCONT) from {T1} with a stopped host process (pid {pid}) leading the caller's process group");
+    r.print(&what);
+    println!("   host: the decoy's state was {before:?} before, {after:?} after");
+    match (before, after) {
+        (Some('T'), Some('T')) => Ok(format!("{what}: the decoy stayed stopped")),
+        (Some('T'), a) => Err(format!(
+            "ESCAPED: {what}: the decoy was resumed (state {a:?}): the tenant's process shares the caller's process group, \
+             and SIGCONT is allowed within a session"
+        )),
+        (b, _) => Err(format!("setup error: could not stop the decoy (state {b:?})")),
+    }
 }
 
 #[test]
@@ -779,7 +815,10 @@ fn an_inherited_host_fd_is_unusable_even_as_the_working_directory() {
 /// A working-directory attempt is blocked if the probe says so, or if corral
 /// refused to start it at all (non-zero exit, the probe never ran).
 fn cwd_verdict(r: &ProbeRun, what: &str) -> Result<String, String> {
-    if r.code != Some(BLOCKED) && r.code != Some(ESCAPED) && !r.stdout.contains("RESULT") && r.code.is_some() {
+    // The init refusing the spawn (the working directory resolves through a
+    // magic link) is a block too: nothing ran.
+    let detach_refused = r.code.is_none() && r.stderr.starts_with("corral run --detach failed:") && r.stderr.contains("change directory");
+    if detach_refused || (r.code != Some(BLOCKED) && r.code != Some(ESCAPED) && !r.stdout.contains("RESULT") && r.code.is_some()) {
         r.print(what);
         return Ok(format!("{what}: corral refused ({})", r.stderr.lines().last().unwrap_or("").trim()));
     }

@@ -34,10 +34,17 @@ pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
     let env = parse_env(&a.env)?;
     // Preserved fds must really be the caller's: checked before corral opens
     // any fd of its own, which could otherwise land in that range.
-    for fd in 3..3 + i32::from(a.preserve_fds) {
-        // SAFETY: F_GETFD only queries the descriptor table.
-        anyhow::ensure!(unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0, "--preserve-fds {}: fd {fd} is not open", a.preserve_fds);
+    let keep = 3 + i32::from(a.preserve_fds);
+    for fd in 3..keep {
+        // SAFETY: F_GETFD/F_GETFL only query the descriptor table.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        anyhow::ensure!(flags >= 0, "--preserve-fds {}: fd {fd} is not open", a.preserve_fds);
+        // A directory (or O_PATH) fd would be a handle on the host's tree.
+        let dir = nix::sys::stat::fstat(fd).map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR).unwrap_or(true);
+        anyhow::ensure!(!dir && flags & libc::O_PATH == 0, "--preserve-fds: fd {fd} is a directory or O_PATH descriptor; only files, pipes and sockets may be passed");
     }
+    // Nothing else the caller leaked may reach the tenant or corral itself.
+    corral_security::fds::close_fds_from(keep).map_err(|e| anyhow::anyhow!("close inherited fds: {e}"))?;
     let t = target(ctx, &a.tenant)?;
     if a.detach {
         return detach(ctx, &t, &a, env);

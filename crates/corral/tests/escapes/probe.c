@@ -428,6 +428,19 @@ static void signal_other(int argc, char **argv) {
         BLOCKED("scanning /proc: %d processes visible, all ours (and the init); the other tenant's sleep is not among them", n);
 }
 
+/* kill(0, SIGCONT): every process of our process group, whichever pid
+ * namespace it is in. The test put a stopped host process in the group of
+ * the `corral run` that started us; whether it was resumed only the host can
+ * tell (our own processes are in the group too, so kill returns 0 anyway). */
+static void pgrp(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    long r = kill(0, SIGCONT);
+    INFO("kill(0, SIGCONT) returned %ld (%s): the host checks whether its stopped process in our group was resumed", r, r < 0 ? strerror(errno) : "some process got it");
+    r = kill(0, 0);
+    INFO("kill(0, 0) returned %ld", r);
+}
+
 /* ARGS: SCRATCH_DIR (a directory of ours, inside the sandbox) */
 static void mounts(int argc, char **argv) {
     if (argc < 1)
@@ -1443,7 +1456,7 @@ int main(int argc, char **argv) {
     int n = argc - 4;
     char **args = argv + 4;
     struct { const char *name; void (*fn)(int, char **); } table[] = {
-        {"proc-root", proc_root}, {"handle", handle}, {"signal", signal_other}, {"mount", mounts},
+        {"proc-root", proc_root}, {"handle", handle}, {"signal", signal_other}, {"pgrp", pgrp}, {"mount", mounts},
         {"mknod", mknod_dev}, {"procsys", procsys}, {"setns", setns_attempt}, {"rlimit", rlimits},
         {"cgroup", cgroup}, {"read-other", read_other}, {"net", net}, {"fds", fds}, {"cwd", cwd},
         {"exe", exe_watch}, {"sockets", sockets}, {"syscalls", syscalls}, {"status", status}, {"init", init},
