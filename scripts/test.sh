@@ -14,8 +14,8 @@ if [ -x scripts/fuzz.sh ]; then
   echo "== fuzzing (bounded)" >&2
   scripts/fuzz.sh "${CORRAL_FUZZ_SECONDS:-30}"
 fi
-if [ -x scripts/cgroup2-vm.sh ]; then
+if [ -x scripts/test-cgroup-v2.sh ]; then
   echo "== cgroup v2 tests in a qemu VM" >&2
-  scripts/cgroup2-vm.sh
+  scripts/test-cgroup-v2.sh
 fi
 echo "all tests passed in $(( $(date +%s) - start ))s" >&2

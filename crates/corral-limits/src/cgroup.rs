@@ -15,7 +15,10 @@ use std::time::{Duration, Instant};
 pub const KILL_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long [`TenantCgroup::remove`] retries rmdir on EBUSY.
 pub const RMDIR_TIMEOUT: Duration = Duration::from_secs(3);
-const CREATE_ATTEMPTS: u32 = 10;
+/// How long [`TenantCgroup::create`] retries when a concurrent remover takes
+/// the empty parent away between our mkdirs (bounded by time, not by count:
+/// on a slow machine ten quick losses in a row do happen).
+const CREATE_TIMEOUT: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
 pub struct TenantCgroup {
@@ -81,16 +84,17 @@ fn enable_v2_controllers(dir: &Path) -> Result<()> {
 impl TenantCgroup {
     /// Creates the tenant's cgroup (and the parent, enabling v2 controllers
     /// from the root down to it). Succeeds when it already exists. A parent
-    /// removed concurrently (ENOENT) is recreated, a few times.
+    /// removed concurrently (ENOENT) is recreated, for up to a second.
     pub fn create(backend: &Backend, name: &str) -> Result<TenantCgroup> {
         check_rel("tenant name", name, false)?;
         let cg = TenantCgroup { backend: backend.clone(), name: name.to_string() };
-        let mut attempt = 0;
+        let deadline = std::time::Instant::now() + CREATE_TIMEOUT;
+        let mut attempt = 0u32;
         loop {
             match cg.try_create() {
-                Err(e) if is_enoent(&e) && attempt + 1 < CREATE_ATTEMPTS => {
+                Err(e) if is_enoent(&e) && std::time::Instant::now() < deadline => {
                     attempt += 1;
-                    std::thread::sleep(Duration::from_millis(u64::from(attempt)));
+                    std::thread::sleep(Duration::from_millis(u64::from(attempt.min(10))));
                 }
                 Err(e) => return Err(e),
                 Ok(()) => return Ok(cg),

@@ -26,7 +26,7 @@ const V1_IO_SERVICED: &str = "7:0 Read 8\n7:0 Write 32\n7:0 Sync 40\n7:0 Async 0
 const V1_IO_EMPTY: &str = "Total 0\n";
 
 // ---- v2, captured in Debian's 6.1 kernel booted under qemu with only
-// cgroup2 mounted (tests/qemu-v2.sh), from a child cgroup with cpu.max
+// cgroup2 mounted (tests/scripts/test-cgroup-v2.sh), from a child cgroup with cpu.max
 // "50000 100000", memory.max 16M and pids.max 5, after a 1 s busy loop,
 // direct IO to a loop device, an OOM kill and a refused fork.
 const V2_CPU_STAT: &str = "\

@@ -41,10 +41,17 @@ struct Init {
     children: HashMap<i32, Child>,
     next_conn: u64,
     spawned_total: u64,
+    /// One receive buffer for the init's whole life: allocated zeroed once
+    /// (fresh pages, not touched by calloc), so only the bytes requests
+    /// actually use become resident.
+    buf: Vec<u8>,
 }
 
 /// Entry point of the corral-init binary. fd 3: setup stream, fd 4: control listener.
 pub fn main() -> ! {
+    // The receive buffer comes first, from fresh heap that calloc need not
+    // clear: its pages become resident only as requests use them.
+    let buf = vec![0u8; proto::MAX_MESSAGE];
     // SAFETY: `corral up` passes exactly these two fds to the exec'd init.
     let (mut setup, listener) = unsafe { (std::fs::File::from_raw_fd(3), OwnedFd::from_raw_fd(4)) };
     for fd in [3, 4] {
@@ -68,7 +75,7 @@ pub fn main() -> ! {
     // Tenant processes must not be able to read our memory or /proc/1/exe.
     // SAFETY: prctl with integer arguments only.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
-    let result = devnull.map_err(|e| format!("open /dev/null: {e}")).and_then(|d| prepare(&mut setup, d));
+    let result = devnull.map_err(|e| format!("open /dev/null: {e}")).and_then(|d| prepare(&mut setup, d, buf));
     let init = match result {
         Ok(i) => i,
         Err(message) => {
@@ -80,6 +87,10 @@ pub fn main() -> ! {
         std::process::exit(1);
     }
     drop(setup);
+    // Give back what setup used (the plan's JSON, the mount work): an idle
+    // init should cost as little memory as possible.
+    // SAFETY: malloc_trim only releases free heap memory.
+    unsafe { libc::malloc_trim(0) };
     init.serve(listener)
 }
 
@@ -89,7 +100,7 @@ fn send_setup(f: &mut std::fs::File, r: &SetupReply) -> std::io::Result<()> {
     f.write_all(&b)
 }
 
-fn prepare(setup: &mut std::fs::File, devnull: OwnedFd) -> Result<Init, String> {
+fn prepare(setup: &mut std::fs::File, devnull: OwnedFd, recv_buf: Vec<u8>) -> Result<Init, String> {
     let mut len = [0u8; 4];
     setup.read_exact(&mut len).map_err(|e| format!("read setup: {e}"))?;
     let mut buf = vec![0u8; u32::from_le_bytes(len) as usize];
@@ -114,6 +125,7 @@ fn prepare(setup: &mut std::fs::File, devnull: OwnedFd) -> Result<Init, String> 
         children: HashMap::new(),
         next_conn: 1,
         spawned_total: 0,
+        buf: recv_buf,
     })
 }
 
@@ -193,42 +205,48 @@ impl Init {
     }
 
     fn handle(&mut self, id: u64) {
-        let mut buf = vec![0u8; proto::MAX_MESSAGE];
-        let mut cmsg = nix::cmsg_space!([RawFd; 3]);
-        let (n, fds) = {
-            let fd = self.conns[&id].as_raw_fd();
-            let mut iov = [IoSliceMut::new(&mut buf)];
-            match recvmsg::<()>(fd, &mut iov, Some(&mut cmsg), MsgFlags::MSG_CMSG_CLOEXEC) {
-                Ok(m) => {
-                    let mut fds: Vec<OwnedFd> = Vec::new();
-                    for c in m.cmsgs().into_iter().flatten() {
-                        if let ControlMessageOwned::ScmRights(v) = c {
-                            // SAFETY: fds received via SCM_RIGHTS are ours.
-                            fds.extend(v.into_iter().map(|f| unsafe { OwnedFd::from_raw_fd(f) }));
-                        }
-                    }
-                    (m.bytes, fds)
-                }
-                Err(Errno::EAGAIN) | Err(Errno::EINTR) => return,
-                Err(_) => (0, Vec::new()),
+        let mut buf = std::mem::take(&mut self.buf);
+        let received = self.receive(id, &mut buf);
+        // Requests own their data: the buffer goes back before handling.
+        let decoded = received.map(|(n, fds)| (if n == 0 { None } else { Some(proto::decode::<Request>(&buf[..n])) }, fds));
+        self.buf = buf;
+        let (request, fds) = match decoded {
+            None => return, // nothing to read after all (EAGAIN/EINTR)
+            Some((None, _)) => {
+                self.disconnect(id);
+                return;
             }
+            Some((Some(r), fds)) => (r, fds),
         };
-        if n == 0 {
-            self.disconnect(id);
-            return;
-        }
-        let reply = match proto::decode::<Request>(&buf[..n]) {
+        let reply = match request {
             Ok(Request::Spawn(req)) => self.spawn(id, &req, fds),
             Ok(Request::Signal { pid, signal }) => self.signal(id, pid, signal),
-            Ok(Request::Status) => Reply::Status(InitStatus {
-                version: proto::VERSION,
-                children: self.children.len() as u32,
-                services: self.children.values().filter(|c| c.conn.is_none()).count() as u32,
-                spawned_total: self.spawned_total,
-            }),
+            Ok(Request::Status) => Reply::Status(self.status()),
             Err(e) => Reply::Error { message: format!("bad request: {e}") },
         };
         self.reply(id, &reply);
+    }
+
+    /// One message and the fds riding with it; (0, []) at end of stream or
+    /// on error, None when there was nothing to read.
+    fn receive(&self, id: u64, buf: &mut [u8]) -> Option<(usize, Vec<OwnedFd>)> {
+        let mut cmsg = nix::cmsg_space!([RawFd; 3]);
+        let fd = self.conns.get(&id)?.as_raw_fd();
+        let mut iov = [IoSliceMut::new(buf)];
+        match recvmsg::<()>(fd, &mut iov, Some(&mut cmsg), MsgFlags::MSG_CMSG_CLOEXEC) {
+            Ok(m) => {
+                let mut fds: Vec<OwnedFd> = Vec::new();
+                for c in m.cmsgs().into_iter().flatten() {
+                    if let ControlMessageOwned::ScmRights(v) = c {
+                        // SAFETY: fds received via SCM_RIGHTS are ours.
+                        fds.extend(v.into_iter().map(|f| unsafe { OwnedFd::from_raw_fd(f) }));
+                    }
+                }
+                Some((m.bytes, fds))
+            }
+            Err(Errno::EAGAIN) | Err(Errno::EINTR) => None,
+            Err(_) => Some((0, Vec::new())),
+        }
     }
 
     fn reply(&mut self, id: u64, r: &Reply) {
