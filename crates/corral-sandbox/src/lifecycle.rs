@@ -117,7 +117,7 @@ fn create(layout: &Layout, dir: &TenantDir, plan: &Plan, limits: &Limits, opts: 
     let mut setup = std::fs::File::from(setup_host);
     let msg = serde_json::to_vec(&crate::init::Setup { plan: plan.clone(), root: dir.root() }).expect("setup serializes");
     setup.write_all(&(msg.len() as u32).to_le_bytes()).and_then(|_| setup.write_all(&msg)).map_err(io("send the plan to the tenant init"))?;
-    match read_reply(&mut setup, Duration::from_secs(30))? {
+    match read_reply(&mut setup, &plan.tenant.name, Duration::from_secs(30))? {
         SetupReply::Ready => {}
         SetupReply::Failed { message } => return Err(SandboxError::Setup { tenant: plan.tenant.name.clone(), message }),
     }
@@ -268,19 +268,22 @@ fn start_init(plan: &Plan, opts: &UpOptions, cg: &TenantCgroup, setup: OwnedFd, 
     }
 }
 
-fn read_reply(f: &mut std::fs::File, timeout: Duration) -> Result<SetupReply, SandboxError> {
-    let fd = f.as_raw_fd();
-    let mut pfd = [nix::poll::PollFd::new(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }, nix::poll::PollFlags::POLLIN)];
+fn read_reply(f: &mut std::fs::File, tenant: &str, timeout: Duration) -> Result<SetupReply, SandboxError> {
+    use std::os::fd::AsFd;
+    let failed = |message: String| SandboxError::Setup { tenant: tenant.to_string(), message };
+    let mut pfd = [nix::poll::PollFd::new(f.as_fd(), nix::poll::PollFlags::POLLIN)];
     let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
     let n = nix::poll::poll(&mut pfd, nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::MAX)).map_err(sys("wait for the tenant init"))?;
     if n == 0 {
-        return Err(SandboxError::Setup { tenant: String::new(), message: format!("no answer within {timeout:?}") });
+        return Err(failed(format!("no answer within {timeout:?}")));
     }
     let mut len = [0u8; 4];
-    f.read_exact(&mut len).map_err(|_| SandboxError::Setup { tenant: String::new(), message: "the init exited during setup (see its stderr)".into() })?;
+    // The init writes its errors into this socket; EOF without an answer
+    // means it died (e.g. exec failed) before it could say why.
+    f.read_exact(&mut len).map_err(|_| failed("the init exited before it answered (could corral-init be executed?)".into()))?;
     let mut buf = vec![0u8; u32::from_le_bytes(len) as usize];
     f.read_exact(&mut buf).map_err(io("read the init's answer"))?;
-    proto::decode(&buf).map_err(|e| SandboxError::Setup { tenant: String::new(), message: format!("bad answer: {e}") })
+    proto::decode(&buf).map_err(|e| failed(format!("bad answer: {e}")))
 }
 
 /// Wait until `pid` is gone or a zombie.
@@ -329,7 +332,7 @@ fn remove_all(layout: &Layout, tenant: &str, cgroup_parent: Option<&str>) -> Res
     let dir = layout.tenant(tenant);
     namespaces::release(&dir.ns());
     if let Some(parent) = cgroup_parent {
-        if let Ok(backend) = Backend::detect(&parent) {
+        if let Ok(backend) = Backend::detect(parent) {
             if let Ok(cg) = TenantCgroup::open(&backend, tenant) {
                 cg.remove().map_err(|e| SandboxError::Cgroup(format!("remove cgroup of {tenant}: {e}")))?;
             }

@@ -292,10 +292,8 @@ fn prepare_tmp_dir(dir: &Path, uid: u32, gid: u32) -> Result<(), RootfsError> {
         }
     }
     match std::fs::symlink_metadata(dir) {
-        Ok(m) if m.file_type().is_symlink() || !m.is_dir() => {
-            return Err(err("tmp dir", dir, "exists and is not a directory (refusing symlinks)"));
-        }
-        Ok(m) if m.uid() != uid => return Err(err("tmp dir", dir, format!("is owned by uid {}, not the tenant ({uid})", m.uid()))),
+        Ok(m) if m.file_type().is_symlink() || !m.is_dir() => Err(err("tmp dir", dir, "exists and is not a directory (refusing symlinks)")),
+        Ok(m) if m.uid() != uid => Err(err("tmp dir", dir, format!("is owned by uid {}, not the tenant ({uid})", m.uid()))),
         Ok(_) => Ok(()),
         Err(_) => {
             std::fs::create_dir(dir).map_err(|e| err("create tmp dir", dir, e))?;
