@@ -57,6 +57,13 @@ fn get_post_status_redirects_and_large_responses() {
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(r.text(), format!("len=1048576\nsum={}\n", sha256_hex(&body)));
 
+    // A script that answers before reading its body still gets all of it
+    // (nginx stops sending the body once a response head arrives: the
+    // gateway holds the head until the body has been passed on).
+    s.script(T1, "early.cgi", "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n'\necho \"sum=$(sha256sum | cut -d' ' -f1)\"\n");
+    let r = s.request("POST", &format!("/~{T1}/early.cgi"), &[], &body);
+    assert_eq!((r.status, r.text()), (200, format!("sum={}\n", sha256_hex(&body))));
+
     let r = s.get(&format!("/~{T1}/status.cgi"), &[]);
     assert_eq!((r.status, r.text().as_str()), (418, "teapot\n"), "{r:?}");
     let r = s.get(&format!("/~{T1}/away.cgi"), &[]);
@@ -65,6 +72,14 @@ fn get_post_status_redirects_and_large_responses() {
     let r = s.get(&format!("/~{T1}/local.cgi"), &[]);
     assert_eq!(r.status, 302);
     assert!(r.header("location").is_some_and(|l| l.ends_with("/elsewhere?x=1")), "{r:?}");
+
+    // A background process that keeps stdout open does not hold the
+    // response until the timeout.
+    s.script(T1, "bg.cgi", "#!/bin/sh\n/bin/sleep 20 &\nprintf 'Content-Type: text/plain\\n\\nbg\\n'\n");
+    let t = Instant::now();
+    let r = s.get(&format!("/~{T1}/bg.cgi"), &[]);
+    assert_eq!((r.status, r.text().as_str()), (200, "bg\n"));
+    assert!(t.elapsed() < Duration::from_secs(10), "took {:?}", t.elapsed());
 
     let r = s.get(&format!("/~{T1}/big.cgi"), &[]);
     assert_eq!(r.status, 200);
@@ -85,7 +100,7 @@ fn timeouts_crashes_and_stderr() {
     assert_eq!(r.status, 504, "{r:?}");
     assert!(t.elapsed() < Duration::from_secs(10), "took {:?}", t.elapsed());
     // The init killed the script's process group: nothing is left.
-    assert!(wait_until(Duration::from_secs(5), || processes_of(T1, "sleep") == 0), "a sleep survived the timeout");
+    assert!(wait_until(Duration::from_secs(5), || in_sandbox(&s.env, T1, "sleep") == 0), "a sleep survived the timeout");
 
     let r = s.get(&format!("/~{T1}/crash.cgi"), &[]);
     assert_eq!(r.status, 502, "{r:?}");
@@ -242,7 +257,7 @@ fn no_fd_or_zombie_leaks_after_many_requests() {
 
 #[test]
 fn sigterm_drains_in_flight_requests_and_sighup_reloads_the_map() {
-    let mut s = Stack::start_with_map(&[], 30, &format!("[hosts]\n\"site.test\" = \"{T2}\"\n"));
+    let s = Stack::start_with_map(&[], 30, &format!("[hosts]\n\"site.test\" = \"{T2}\"\n"));
     s.script(T1, "slow.cgi", "#!/bin/sh\nsleep 1\nprintf 'Content-Type: text/plain\\n\\nfinished\\n'\n");
     s.script(T1, "id.cgi", "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n'; id -u\n");
     // Mapped to T2, but the script is T1's: refused.
@@ -269,7 +284,7 @@ fn sigterm_drains_in_flight_requests_and_sighup_reloads_the_map() {
 }
 
 #[test]
-fn fastcgi_multiplexing_and_management_records() {
+fn fastcgi_multiplexing_aborts_and_client_disconnects() {
     let s = Stack::start(&[], 30);
     s.script(T1, "q.cgi", "#!/bin/sh\nsleep 0.2\nprintf 'Content-Type: text/plain\\n\\n%s\\n' \"$QUERY_STRING\"\n");
     let script = s.dir(T1).join("q.cgi");
@@ -277,6 +292,44 @@ fn fastcgi_multiplexing_and_management_records() {
     assert_eq!(answers.len(), 3);
     for (q, out) in ["one", "two", "three"].iter().zip(&answers) {
         assert!(out.contains("Status: 200") && out.ends_with(&format!("\r\n\r\n{q}\n")), "{q}: {out:?}");
+    }
+    // Request id 1 over and over on one kept connection, as nginx does.
+    s.script(T1, "fast.cgi", "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n%s\\n' \"$QUERY_STRING\"\n");
+    fastcgi_sequential(&s.socket(), &s.dir(T1).join("fast.cgi"), 300);
+    // FCGI_ABORT_REQUEST ends the request at once and kills the script.
+    s.script(T1, "sleepy.cgi", "#!/bin/sh\nexec /bin/sleep 60\n");
+    let t = Instant::now();
+    fastcgi_abort(&s.socket(), &s.dir(T1).join("sleepy.cgi"), || in_sandbox(&s.env, T1, "sleep") == 1);
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert!(wait_until(Duration::from_secs(5), || in_sandbox(&s.env, T1, "sleep") == 0), "the aborted script was killed");
+    // The client goes away: nginx closes the FastCGI connection, the
+    // gateway drops the control connection, the init kills the script.
+    {
+        use std::io::Write;
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", s.port())).unwrap();
+        c.write_all(format!("GET /~{T1}/sleepy.cgi HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes()).unwrap();
+        assert!(wait_until(Duration::from_secs(5), || in_sandbox(&s.env, T1, "sleep") == 1), "the script started");
+    }
+    assert!(wait_until(Duration::from_secs(5), || in_sandbox(&s.env, T1, "sleep") == 0), "the script outlived its client");
+}
+
+#[test]
+fn tcp_listener_honours_fcgi_web_server_addrs() {
+    let s = Stack::start(&[], 30);
+    let script = s.script(T1, "fast.cgi", "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\ntcp\\n'\n");
+    for (allowed, served) in [("127.0.0.1, ::1", true), ("127.0.0.2", false)] {
+        let port = free_port();
+        let log = std::fs::File::create(s.tmp.path().join("tcp.log")).unwrap();
+        let mut g = s.env.cmd().args(["gateway", "--listen", &format!("tcp:127.0.0.1:{port}")]).env("FCGI_WEB_SERVER_ADDRS", allowed).stdout(std::process::Stdio::null()).stderr(log).spawn().unwrap();
+        let up = wait_until(Duration::from_secs(10), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
+        let answer = up.then(|| fastcgi_once(std::net::TcpStream::connect(("127.0.0.1", port)).unwrap(), &script));
+        stop(&mut g, nix::sys::signal::Signal::SIGTERM, Duration::from_secs(20));
+        assert!(up, "the TCP gateway did not start");
+        let log = std::fs::read_to_string(s.tmp.path().join("tcp.log")).unwrap();
+        match answer.flatten() {
+            Some(out) => assert!(served && out.ends_with("\r\n\r\ntcp\n"), "{allowed}: {out:?}"),
+            None => assert!(!served && log.contains("not in FCGI_WEB_SERVER_ADDRS"), "{allowed}: {log}"),
+        }
     }
 }
 
@@ -306,6 +359,14 @@ fn cgi_wrapper_runs_scripts_in_the_sandbox() {
     assert!(out.contains(&format!("uid={}", uid_of(T1))) && out.contains("query=via=arg"), "{out}");
     let o = run(&["--path-translated"], &[("PATH_TRANSLATED", env_cgi.to_str().unwrap()), ("SCRIPT_FILENAME", "/usr/lib/cgi-bin/corral")], b"");
     assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("uid={}", uid_of(T1))), "{o:?}");
+    // Forwarded to the running gateway over FastCGI (no root needed there).
+    let sock = format!("{}", s.socket().display());
+    let o = run(&["--gateway", &sock], &[("SCRIPT_FILENAME", echo.to_str().unwrap()), ("CONTENT_LENGTH", "25")], &body);
+    assert!(o.status.success(), "{o:?}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.starts_with("Status: 200 OK\r\n") && out.ends_with(&format!("\r\n\r\nlen=25\nsum={}\n", sha256_hex(&body))), "{out:?}");
+    let o = run(&["--gateway", &sock, "/etc/passwd"], &[], b"");
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("Status: 403"), "{o:?}");
     // Exit status passes through; refusals are CGI error responses.
     let fail = s.script(T1, "fail.cgi", "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n'\nexit 7\n");
     assert_eq!(run(&[fail.to_str().unwrap()], &[], b"").status.code(), Some(7));
@@ -541,6 +602,16 @@ mod gw {
 
     impl Drop for Stack {
         fn drop(&mut self) {
+            if std::thread::panicking() {
+                // What the failure looked like from both servers.
+                let tail = |p: PathBuf| {
+                    let t = std::fs::read_to_string(&p).unwrap_or_default();
+                    let lines: Vec<&str> = t.lines().collect();
+                    lines[lines.len().saturating_sub(30)..].join("\n")
+                };
+                eprintln!("--- gateway log (tail)\n{}", tail(self.tmp.path().join("gateway.log")));
+                eprintln!("--- nginx error log (tail)\n{}", tail(self.tmp.path().join("error.log")));
+            }
             self.stop_nginx();
             if let Some(mut g) = self.gateway.take() {
                 stop(&mut g, nix::sys::signal::Signal::SIGTERM, Duration::from_secs(40));
@@ -552,7 +623,7 @@ mod gw {
     }
 
     /// Signal a child we started, wait (bounded), then SIGKILL it.
-    fn stop(c: &mut Child, sig: nix::sys::signal::Signal, grace: Duration) {
+    pub fn stop(c: &mut Child, sig: nix::sys::signal::Signal, grace: Duration) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(c.id() as i32), sig);
         let start = Instant::now();
         while start.elapsed() < grace {
@@ -565,7 +636,7 @@ mod gw {
         let _ = c.wait();
     }
 
-    fn free_port() -> u16 {
+    pub fn free_port() -> u16 {
         std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
     }
 
@@ -607,17 +678,17 @@ mod gw {
         s.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string())
     }
 
-    /// Processes of `user` named `comm`.
-    pub fn processes_of(user: &str, comm: &str) -> usize {
-        let uid = uid_of(user).to_string();
+    /// Processes named `comm` inside this test's sandbox of `tenant` (its
+    /// init's pid namespace): other tests' processes of the same user do not count.
+    pub fn in_sandbox(env: &Env, tenant: &str, comm: &str) -> usize {
+        let init = env.init_pid(tenant);
+        let Ok(ns) = std::fs::read_link(format!("/proc/{init}/ns/pid")) else { return 0 };
         std::fs::read_dir("/proc")
             .unwrap()
             .flatten()
             .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
-            .filter(|e| {
-                let pid = e.file_name().to_string_lossy().into_owned();
-                proc_field(&pid, "status", "Name:").as_deref() == Some(comm) && proc_field(&pid, "status", "Uid:").is_some_and(|u| u.split_whitespace().next() == Some(uid.as_str()))
-            })
+            .filter(|e| std::fs::read_link(e.path().join("ns/pid")).ok().as_ref() == Some(&ns))
+            .filter(|e| proc_field(&e.file_name().to_string_lossy(), "status", "Name:").as_deref() == Some(comm))
             .count()
     }
 
@@ -659,6 +730,108 @@ mod gw {
             panic!("h2load did not finish in 10 minutes");
         }
         std::fs::read_to_string(out).ok()
+    }
+
+    /// One request on `c`; its stdout, or None if the gateway closed the
+    /// connection without answering.
+    pub fn fastcgi_once<S: Read + Write>(mut c: S, script: &Path) -> Option<String> {
+        use corral_gateway::fastcgi::params::encode_pairs;
+        use corral_gateway::fastcgi::record::{encode_begin_request, encode_stream, encode_stream_end, RecordDecoder, RecordType, Role, Stream};
+        let mut out = Vec::new();
+        encode_begin_request(1, Role::Responder, false, &mut out);
+        let mut p = Vec::new();
+        encode_pairs([("SCRIPT_FILENAME", script.to_string_lossy().as_ref()), ("REQUEST_METHOD", "GET")], &mut p).unwrap();
+        encode_stream(Stream::Params, 1, &p, &mut out);
+        encode_stream_end(Stream::Params, 1, &mut out);
+        encode_stream_end(Stream::Stdin, 1, &mut out);
+        // A refused connection may already be closed: the answer tells.
+        let _ = c.write_all(&out);
+        let (mut dec, mut buf, mut stdout) = (RecordDecoder::new(), vec![0u8; 65536], Vec::new());
+        loop {
+            let n = c.read(&mut buf).unwrap_or(0);
+            if n == 0 {
+                return None;
+            }
+            let mut input = &buf[..n];
+            while let Some(r) = dec.decode(&mut input).unwrap() {
+                match r.kind {
+                    RecordType::Stdout => stdout.extend_from_slice(&r.content),
+                    RecordType::EndRequest => return Some(String::from_utf8_lossy(&stdout).into_owned()),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// `n` requests one after the other on one kept connection, all with
+    /// request id 1; each answer must be its own.
+    pub fn fastcgi_sequential(sock: &Path, script: &Path, n: usize) {
+        use corral_gateway::fastcgi::params::encode_pairs;
+        use corral_gateway::fastcgi::record::{encode_begin_request, encode_stream, encode_stream_end, RecordDecoder, RecordType, Role, Stream};
+        let mut c = std::os::unix::net::UnixStream::connect(sock).expect("connect to the gateway");
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut dec = RecordDecoder::new();
+        let mut buf = vec![0u8; 65536];
+        for i in 0..n {
+            let q = format!("seq{i}");
+            let mut out = Vec::new();
+            encode_begin_request(1, Role::Responder, true, &mut out);
+            let mut p = Vec::new();
+            encode_pairs([("SCRIPT_FILENAME", script.to_string_lossy().as_ref()), ("REQUEST_METHOD", "GET"), ("QUERY_STRING", &q)], &mut p).unwrap();
+            encode_stream(Stream::Params, 1, &p, &mut out);
+            encode_stream_end(Stream::Params, 1, &mut out);
+            encode_stream_end(Stream::Stdin, 1, &mut out);
+            c.write_all(&out).unwrap();
+            let mut stdout = Vec::new();
+            'request: loop {
+                let got = c.read(&mut buf).expect("read from the gateway");
+                assert!(got > 0, "request {i}: the gateway closed the kept connection");
+                let mut input = &buf[..got];
+                while let Some(r) = dec.decode(&mut input).unwrap() {
+                    match r.kind {
+                        RecordType::Stdout => stdout.extend_from_slice(&r.content),
+                        RecordType::EndRequest => break 'request,
+                        _ => {}
+                    }
+                }
+            }
+            let text = String::from_utf8_lossy(&stdout);
+            assert!(text.starts_with("Status: 200") && text.ends_with(&format!("\r\n\r\n{q}\n")), "request {i}: {text:?}");
+        }
+    }
+
+    /// Start a request, wait until `started`, send FCGI_ABORT_REQUEST and
+    /// wait for its FCGI_END_REQUEST.
+    pub fn fastcgi_abort(sock: &Path, script: &Path, mut started: impl FnMut() -> bool) {
+        use corral_gateway::fastcgi::params::encode_pairs;
+        use corral_gateway::fastcgi::record::{encode_abort_request, encode_begin_request, encode_stream, encode_stream_end, RecordDecoder, RecordType, Role, Stream};
+        let mut out = Vec::new();
+        encode_begin_request(7, Role::Responder, true, &mut out);
+        let mut p = Vec::new();
+        encode_pairs([("SCRIPT_FILENAME", script.to_string_lossy().as_ref()), ("REQUEST_METHOD", "GET")], &mut p).unwrap();
+        encode_stream(Stream::Params, 7, &p, &mut out);
+        encode_stream_end(Stream::Params, 7, &mut out);
+        encode_stream_end(Stream::Stdin, 7, &mut out);
+        let mut c = std::os::unix::net::UnixStream::connect(sock).expect("connect to the gateway");
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        c.write_all(&out).unwrap();
+        assert!(wait_until(Duration::from_secs(10), &mut started), "the script started");
+        out.clear();
+        encode_abort_request(7, &mut out);
+        c.write_all(&out).unwrap();
+        let mut dec = RecordDecoder::new();
+        let mut buf = vec![0u8; 65536];
+        loop {
+            let n = c.read(&mut buf).expect("read from the gateway");
+            assert!(n > 0, "the gateway closed the connection instead of ending the request");
+            let mut input = &buf[..n];
+            while let Some(r) = dec.decode(&mut input).unwrap() {
+                if r.kind == RecordType::EndRequest {
+                    assert_eq!(r.request_id, 7);
+                    return;
+                }
+            }
+        }
     }
 
     /// Several requests on one FastCGI connection, their records

@@ -31,8 +31,13 @@ pub struct CgiArgs {
     #[arg(long, value_name = "SECS", default_value_t = 0)]
     pub timeout: u64,
     /// Host/docroot -> tenant map and policy, as for `corral gateway --map`.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "gateway")]
     pub map: Option<PathBuf>,
+    /// Hand the request to a running `corral gateway` on this unix socket
+    /// instead (FastCGI): needs no root, only access to the socket; the
+    /// gateway checks and runs the script.
+    #[arg(long, value_name = "SOCKET")]
+    pub gateway: Option<PathBuf>,
 }
 
 /// A failure answered with a CGI error response.
@@ -75,8 +80,11 @@ fn script_name(a: &CgiArgs) -> Option<String> {
 }
 
 fn run(ctx: &Ctx, a: &CgiArgs) -> Result<i32, Fail> {
+    if let Some(sock) = &a.gateway {
+        return forward(a, sock);
+    }
     if !nix::unistd::geteuid().is_root() {
-        return Err(fail(500, "corral cgi must run as root (it talks to tenant inits); see docs/gateway.md"));
+        return Err(fail(500, "corral cgi must run as root (it talks to tenant inits), or use --gateway SOCKET; see docs/gateway.md"));
     }
     let script = script_name(a).ok_or_else(|| fail(403, if a.path_translated { "PATH_TRANSLATED is not set" } else { "SCRIPT_FILENAME is not set" }))?;
     let host = std::env::var("HTTP_HOST").or_else(|_| std::env::var("SERVER_NAME")).ok();
@@ -133,6 +141,103 @@ fn run(ctx: &Ctx, a: &CgiArgs) -> Result<i32, Fail> {
             Err(e) => {
                 eprintln!("corral cgi: [{tenant} {}] lost the tenant init: {e}", checked.requested.display());
                 return Ok(EXIT_FAILURE);
+            }
+        }
+    }
+}
+
+/// `--gateway`: the request as FastCGI to a running gateway (one request,
+/// FCGI_KEEP_CONN off); its FCGI_STDOUT is our stdout, FCGI_STDERR our
+/// stderr, its appStatus our exit status.
+fn forward(a: &CgiArgs, sock: &std::path::Path) -> Result<i32, Fail> {
+    use corral_gateway::fastcgi::params::encode_pairs;
+    use corral_gateway::fastcgi::record::{encode_begin_request, encode_stream, encode_stream_end, EndRequestBody, RecordDecoder, RecordType, Role, Stream, MAX_STREAM_CHUNK};
+    use std::io::Read;
+    let script = script_name(a).ok_or_else(|| fail(403, "no script: SCRIPT_FILENAME is not set"))?;
+    // The gateway filters the variables (as it does nginx's params).
+    let mut params: Vec<(Vec<u8>, Vec<u8>)> = std::env::vars_os().filter(|(k, _)| k != "SCRIPT_FILENAME").map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())).collect();
+    params.push((b"SCRIPT_FILENAME".to_vec(), script.into_bytes()));
+    let mut head = Vec::new();
+    encode_begin_request(1, Role::Responder, false, &mut head);
+    let mut pairs = Vec::new();
+    encode_pairs(params.iter().map(|(k, v)| (k, v)), &mut pairs).map_err(|e| fail(500, format!("encode the CGI environment: {e}")))?;
+    encode_stream(Stream::Params, 1, &pairs, &mut head);
+    encode_stream_end(Stream::Params, 1, &mut head);
+    let mut conn = std::os::unix::net::UnixStream::connect(sock).map_err(|e| fail(503, format!("connect to the gateway at {}: {e}", sock.display())))?;
+    conn.write_all(&head).map_err(|e| fail(503, format!("send to the gateway: {e}")))?;
+    // The body is copied by a thread while the answer is read, so neither
+    // side can block the other.
+    let mut body_conn = conn.try_clone().map_err(|e| fail(500, format!("socket: {e}")))?;
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        let mut buf = vec![0u8; MAX_STREAM_CHUNK];
+        let mut out = Vec::with_capacity(MAX_STREAM_CHUNK + 16);
+        loop {
+            let n = match stdin.read(&mut buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => 0,
+            };
+            out.clear();
+            if n == 0 {
+                encode_stream_end(Stream::Stdin, 1, &mut out);
+            } else {
+                encode_stream(Stream::Stdin, 1, &buf[..n], &mut out);
+            }
+            // The gateway may answer (and close) before the body is read.
+            if body_conn.write_all(&out).is_err() || n == 0 {
+                return;
+            }
+        }
+    });
+    let mut dec = RecordDecoder::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let (mut stdout, mut stderr) = (std::io::stdout().lock(), std::io::stderr().lock());
+    let mut started = false;
+    loop {
+        let n = match conn.read(&mut buf) {
+            Ok(0) => 0,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if !started => return Err(fail(502, format!("read from the gateway: {e}"))),
+            Err(_) => 0,
+        };
+        if n == 0 {
+            if !started {
+                return Err(fail(502, "the gateway closed the connection without answering"));
+            }
+            eprintln!("corral cgi: the gateway closed the connection before the end of the response");
+            return Ok(EXIT_FAILURE);
+        }
+        let mut input = &buf[..n];
+        loop {
+            let rec = match dec.decode(&mut input) {
+                Ok(Some(r)) => r,
+                Ok(None) => break,
+                Err(e) => {
+                    eprintln!("corral cgi: bad answer from the gateway: {e}");
+                    return Ok(EXIT_FAILURE);
+                }
+            };
+            match rec.kind {
+                RecordType::Stdout => {
+                    started = true;
+                    if stdout.write_all(&rec.content).is_err() {
+                        return Ok(EXIT_FAILURE);
+                    }
+                }
+                RecordType::Stderr => {
+                    let _ = stderr.write_all(&rec.content);
+                }
+                RecordType::EndRequest => {
+                    let end = EndRequestBody::parse(&rec.content).map_err(|e| fail(502, format!("bad FCGI_END_REQUEST from the gateway: {e}")))?;
+                    if !started {
+                        return Err(fail(502, format!("the gateway refused the request ({:?})", end.protocol_status)));
+                    }
+                    let _ = stdout.flush();
+                    return Ok(end.app_status as i32);
+                }
+                _ => {}
             }
         }
     }

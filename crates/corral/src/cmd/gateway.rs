@@ -10,8 +10,9 @@ use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
 pub struct GatewayArgs {
-    /// Where to listen: unix:/run/corral/gateway.sock, or tcp:127.0.0.1:9000
-    /// (any local user can reach a TCP port: prefer a unix socket).
+    /// Where to listen: unix:/run/corral-gateway/gateway.sock, or tcp:127.0.0.1:9000
+    /// (any local user can reach a TCP port: prefer a unix socket; with TCP,
+    /// FCGI_WEB_SERVER_ADDRS=ip,ip limits the peers, as FastCGI §3.2 says).
     #[arg(long, value_name = "unix:PATH|tcp:ADDR:PORT")]
     pub listen: corral_gateway::Listen,
     /// Per-request timeout: the script is killed and the answer is 504.
@@ -85,8 +86,14 @@ pub fn gateway(ctx: &Ctx, a: GatewayArgs) -> anyhow::Result<i32> {
                 .as_raw(),
         ),
     };
+    // FastCGI §3.2: the web servers allowed to connect over TCP.
+    let web_server_addrs = match std::env::var("FCGI_WEB_SERVER_ADDRS") {
+        Ok(v) => corral_gateway::parse_web_server_addrs(&v).map_err(anyhow::Error::msg)?,
+        Err(_) => Vec::new(),
+    };
     let opts = corral_gateway::Options {
         listen: a.listen,
+        web_server_addrs,
         timeout: Duration::from_secs(a.timeout),
         max_conns: a.max_conns,
         map_file: a.map,

@@ -1,0 +1,389 @@
+//! One FastCGI request: checks, spawn in the tenant's sandbox through its
+//! init, then three streams at once — FCGI_STDIN to the script's stdin,
+//! its stdout (CGI head parsed, then the body) to FCGI_STDOUT, its stderr
+//! to the gateway log — until the script has exited and its stdout ended,
+//! the timeout hits, or the web server aborts.
+
+use crate::control::{pipe, Control, ControlError};
+use crate::link::{Gone, Response};
+use crate::server::Shared;
+use crate::tenants::{Failure, Prepared};
+use crate::{cgienv, log};
+use corral_fastcgi::params::Pair;
+use corral_fastcgi::{cgi_env_from_params, cgi_head_to_fastcgi_stdout, CgiHeaderParser};
+use corral_sandbox::proto::{Reply, Request, SpawnRequest};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::pipe;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// After the deadline the init kills the script; the gateway gives it this
+/// long to report, then gives up on it itself.
+const GRACE: Duration = Duration::from_secs(2);
+/// How long to wait for the exit status once stdout ended, and for the end
+/// of stdout once the script exited (then the response ends, and what is
+/// left of the script is killed).
+const EXIT_WAIT: Duration = Duration::from_secs(1);
+/// Script output held back while the request body is still being passed
+/// on (see [`stream`]).
+const HOLD_MAX: usize = 1024 * 1024;
+/// Longest stderr line logged as one line.
+const MAX_LOG_LINE: usize = 4096;
+
+pub struct Input {
+    pub params: Vec<Pair>,
+    pub stdin: mpsc::Receiver<Vec<u8>>,
+    pub abort: oneshot::Receiver<()>,
+}
+
+/// How the script ended.
+#[derive(Debug, Clone, Copy, Default)]
+struct Exit {
+    code: Option<i32>,
+    signal: Option<i32>,
+    timed_out: bool,
+}
+
+impl Exit {
+    fn app_status(&self) -> u32 {
+        match (self.code, self.signal) {
+            (Some(c), _) => c as u32,
+            (None, Some(s)) => 128 + s as u32,
+            _ => 0,
+        }
+    }
+    fn describe(&self) -> String {
+        match (self.code, self.signal, self.timed_out) {
+            (_, Some(s), true) => format!("killed by signal {s} at the timeout"),
+            (_, Some(s), false) => format!("killed by signal {s}"),
+            (Some(c), _, _) => format!("exit status {c}"),
+            _ => "exit status unknown".into(),
+        }
+    }
+}
+
+/// Serve one request to its end; always ends it with FCGI_END_REQUEST.
+pub async fn serve(shared: Arc<Shared>, mut resp: Response, input: Input) {
+    let _inflight = shared.inflight.enter();
+    let Input { params, stdin, mut abort } = input;
+    let status = run(&shared, &mut resp, params, stdin, &mut abort).await;
+    resp.end(status).await;
+}
+
+async fn run(shared: &Arc<Shared>, resp: &mut Response, params: Vec<Pair>, stdin: mpsc::Receiver<Vec<u8>>, abort: &mut oneshot::Receiver<()>) -> u32 {
+    let start = Instant::now();
+    let deadline = start + shared.timeout;
+    let cgi = cgi_env_from_params(&params);
+    drop(params);
+    let script = cgi.get("SCRIPT_FILENAME").map(|v| String::from_utf8_lossy(v).into_owned()).unwrap_or_default();
+    let host = cgi.get("HTTP_HOST").or_else(|| cgi.get("SERVER_NAME")).map(|v| String::from_utf8_lossy(v).into_owned());
+    if shared.draining() {
+        let _ = resp.error(503, "the gateway is shutting down").await;
+        return 0;
+    }
+    let prepared = {
+        let (shared, script, host) = (shared.clone(), script.clone(), host.clone());
+        tokio::task::spawn_blocking(move || shared.tenants.prepare(&script, host.as_deref())).await
+    };
+    let p = match prepared {
+        Ok(Ok(p)) => p,
+        Ok(Err(f)) => return fail(resp, &script, "-", f).await,
+        Err(e) => return fail(resp, &script, "-", Failure::new(500, format!("checks panicked: {e}"))).await,
+    };
+    let tenant = p.script.tenant.name.clone();
+    let base = corral_sandbox::spawn::environment(&p.target.plan, std::iter::empty(), &[]);
+    let (env, dropped) = cgienv::build(&base, &cgi, &shared.tenants.map().pass_env);
+    for (name, why) in dropped.iter().filter(|(_, w)| *w != "not a CGI variable") {
+        log::line(format_args!("[{tenant} {script}] request variable {name} not passed: {why}"));
+    }
+    let remaining = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+    let req = SpawnRequest {
+        argv: vec![p.script.real.to_string_lossy().into_owned()],
+        env,
+        cwd: p.script.dir.to_string_lossy().into_owned(),
+        timeout_ms: remaining.as_millis() as u64,
+        detach: false,
+        nfds: 3,
+    };
+    let label = format!("{tenant} {}", p.script.requested.display());
+    match execute(shared, resp, &p, req, stdin, abort, deadline, &label).await {
+        Ok(status) => status,
+        Err(f) => fail(resp, &script, &tenant, f).await,
+    }
+}
+
+async fn fail(resp: &mut Response, script: &str, tenant: &str, f: Failure) -> u32 {
+    log::line(format_args!("{} [{tenant} {script}] {}", f.status, f.what));
+    let public = match f.status {
+        403 => "The script is not allowed to run (the gateway log says why).",
+        404 => "No such script.",
+        503 => "The tenant's sandbox is not available.",
+        504 => "The script did not answer in time.",
+        508 => "The site's entry-process limit is reached; try again later.",
+        _ => "The script failed (the gateway log says why).",
+    };
+    let _ = resp.error(f.status, public).await;
+    0
+}
+
+/// Pipes, spawn, streams. Errors before the head become error pages.
+#[allow(clippy::too_many_arguments)]
+async fn execute(
+    shared: &Arc<Shared>,
+    resp: &mut Response,
+    p: &Prepared,
+    req: SpawnRequest,
+    stdin: mpsc::Receiver<Vec<u8>>,
+    abort: &mut oneshot::Receiver<()>,
+    deadline: Instant,
+    label: &str,
+) -> Result<u32, Failure> {
+    let sys = |what: &str| {
+        let what = what.to_string();
+        move |e: nix::errno::Errno| Failure::new(500, format!("{what}: {e}"))
+    };
+    let (in_r, in_w) = pipe().map_err(sys("stdin pipe"))?;
+    let (out_r, out_w) = pipe().map_err(sys("stdout pipe"))?;
+    let (err_r, err_w) = pipe().map_err(sys("stderr pipe"))?;
+    let control = connect(shared, p).await?;
+    control.send(&Request::Spawn(req), &[in_r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()]).await.map_err(spawn_err)?;
+    // The child holds its ends now; ours must go, or EOF never comes.
+    drop((in_r, out_w, err_w));
+    match control.recv().await.map_err(spawn_err)? {
+        Reply::Spawned { .. } => {}
+        Reply::Failed { step, errno } => {
+            return Err(Failure::new(502, format!("could not start {}: {step}: {}", p.script.real.display(), nix::errno::Errno::from_raw(errno))))
+        }
+        other => return Err(Failure::new(502, format!("unexpected answer from the tenant init: {other:?}"))),
+    }
+    let stdin_task = tokio::spawn(pump_stdin(in_w, stdin));
+    let stderr_task = tokio::spawn(pump_stderr(err_r, label.to_string()));
+    let stdout = pipe::Receiver::from_owned_fd(out_r).map_err(|e| Failure::new(500, format!("stdout pipe: {e}")))?;
+    let mut stdin_task = stdin_task;
+    let result = stream(resp, stdout, &control, &mut stdin_task, abort, deadline, label).await;
+    // Whatever is left of the script dies with the control connection.
+    drop(control);
+    stdin_task.abort();
+    let mut stderr_task = stderr_task;
+    if tokio::time::timeout(Duration::from_millis(200), &mut stderr_task).await.is_err() {
+        // Something that escaped the kill still holds stderr: stop reading.
+        stderr_task.abort();
+    }
+    result
+}
+
+async fn connect(shared: &Arc<Shared>, p: &Prepared) -> Result<Control, Failure> {
+    let tenant = &p.script.tenant.name;
+    match Control::connect(&p.control, Duration::from_secs(5)).await {
+        Ok(c) => Ok(c),
+        Err(first) => {
+            // The sandbox may have gone down since it was checked: bring it
+            // up again once.
+            shared.tenants.forget(tenant);
+            let (s, t) = (shared.clone(), tenant.clone());
+            match tokio::task::spawn_blocking(move || s.tenants.target(&t, true)).await {
+                Ok(Ok(_)) => Control::connect(&p.control, Duration::from_secs(5)).await.map_err(|e| Failure::new(503, format!("{e} (first attempt: {first})"))),
+                Ok(Err(f)) => Err(f),
+                Err(e) => Err(Failure::new(500, format!("bringing {tenant} up panicked: {e}"))),
+            }
+        }
+    }
+}
+
+fn spawn_err(e: ControlError) -> Failure {
+    match e {
+        ControlError::TooLarge { .. } => Failure::new(500, format!("request environment too large: {e}")),
+        e => Failure::new(502, format!("spawn through the tenant init: {e}")),
+    }
+}
+
+/// The script's stdout to the web server, until it ended and the script
+/// exited. Returns the FastCGI appStatus.
+///
+/// Like fcgiwrap, the response goes out only once the request body has been
+/// handed to the script (or the script stopped reading it): nginx stops
+/// sending the body as soon as a response head arrives, so a script that
+/// prints its head before reading a large body would otherwise wait
+/// forever. Unlike fcgiwrap, stdout is still read meanwhile (up to
+/// [`HOLD_MAX`] bytes are held), so a script that writes before it reads
+/// does not block either.
+#[allow(clippy::too_many_arguments)]
+async fn stream(
+    resp: &mut Response,
+    mut stdout: pipe::Receiver,
+    control: &Control,
+    stdin_task: &mut JoinHandle<()>,
+    abort: &mut oneshot::Receiver<()>,
+    deadline: Instant,
+    label: &str,
+) -> Result<u32, Failure> {
+    let hard = deadline + GRACE;
+    let mut parser = CgiHeaderParser::new();
+    // Filled by read_buf without zeroing; cleared after each chunk.
+    let mut buf: Vec<u8> = Vec::with_capacity(corral_fastcgi::record::MAX_STREAM_CHUNK);
+    let mut exit: Option<Exit> = None;
+    let mut eof = false;
+    let mut stdin_done = false;
+    // A complete head (serialised) and body bytes not sent yet.
+    let mut held: Option<Vec<u8>> = None;
+    // Once stdout ended, how long to wait for the exit status.
+    let mut exit_by = hard;
+    // Once the script exited, how long stdout may stay open (held by
+    // something it left running); then what is in the pipe is taken and
+    // the response ends (`linger`).
+    let mut eof_by = hard;
+    let mut linger = false;
+    loop {
+        if exit.is_some_and(|e| e.timed_out) && !resp.head_sent {
+            // Killed at the deadline: whatever it had written is not sent.
+            return Err(Failure::new(504, "timed out before its response could be sent: killed"));
+        }
+        if stdin_done {
+            if let Some(h) = held.take() {
+                resp.head_sent = true;
+                send(resp, &h, hard).await?;
+            }
+        }
+        if eof && exit.is_some() && held.is_none() {
+            break;
+        }
+        let room = !matches!(&held, Some(h) if h.len() >= HOLD_MAX);
+        let wait_until = match (eof, exit.is_some()) {
+            (true, _) => exit_by.min(hard),
+            (false, true) => eof_by.min(hard),
+            (false, false) => hard,
+        };
+        tokio::select! {
+            r = read_chunk(&mut stdout, &mut buf, linger), if !eof && room => match r {
+                Ok(0) => {
+                    eof = true;
+                    exit_by = Instant::now() + EXIT_WAIT;
+                }
+                Ok(n) => match held.as_mut() {
+                    Some(h) => h.extend_from_slice(&buf[..n]),
+                    None if resp.head_sent => send(resp, &buf[..n], hard).await?,
+                    None => match parser.feed(&buf[..n]) {
+                        Ok(Some(head)) => {
+                            let mut first = cgi_head_to_fastcgi_stdout(&head);
+                            first.extend_from_slice(&buf[head.body_start..n]);
+                            held = Some(first);
+                        }
+                        Ok(None) => {}
+                        Err(e) => return Err(Failure::new(502, format!("invalid CGI response: {e}"))),
+                    },
+                },
+                Err(e) => {
+                    log::line(format_args!("[{label}] read stdout: {e}"));
+                    eof = true;
+                }
+            },
+            _ = &mut *stdin_task, if !stdin_done => stdin_done = true,
+            r = control.recv(), if exit.is_none() => match r {
+                Ok(Reply::Exited { code, signal, timed_out, .. }) => {
+                    exit = Some(Exit { code, signal, timed_out });
+                    eof_by = Instant::now() + EXIT_WAIT;
+                }
+                Ok(other) => log::line(format_args!("[{label}] unexpected message from the tenant init: {other:?}")),
+                Err(e) => {
+                    log::line(format_args!("[{label}] control connection: {e}"));
+                    exit = Some(Exit::default());
+                }
+            },
+            _ = &mut *abort => {
+                log::line(format_args!("[{label}] aborted by the web server"));
+                return Ok(0);
+            }
+            _ = tokio::time::sleep_until(wait_until) => {
+                if !eof && exit.is_some() && Instant::now() < hard {
+                    if linger {
+                        // Output is held and the pipe was not read again: stop.
+                        eof = true;
+                        exit_by = Instant::now() + EXIT_WAIT;
+                    } else {
+                        log::line(format_args!("[{label}] exited, but a process it left running keeps stdout open: ending the response"));
+                        linger = true;
+                    }
+                    continue;
+                }
+                if eof && Instant::now() < hard {
+                    // The script closed stdout but lingers: end the response
+                    // (what is left of it dies with the control connection).
+                    stdin_done = true;
+                    exit.get_or_insert_with(Exit::default);
+                    continue;
+                }
+                if resp.head_sent {
+                    log::line(format_args!("[{label}] timed out while sending the body ({} bytes sent): response truncated", resp.bytes));
+                    return Ok(0);
+                }
+                return Err(Failure::new(504, "timed out (the script did not exit after being killed)"));
+            }
+        }
+    }
+    let ex = exit.unwrap_or_default();
+    if resp.head_sent {
+        if ex.timed_out {
+            log::line(format_args!("[{label}] timed out after sending its head: response truncated ({} bytes)", resp.bytes));
+        }
+        return Ok(ex.app_status());
+    }
+    if ex.timed_out {
+        return Err(Failure::new(504, "timed out before sending a CGI header: killed"));
+    }
+    let why = parser.finish().err().map(|e| e.to_string()).unwrap_or_else(|| "no output".into());
+    Err(Failure::new(502, format!("{why} ({})", ex.describe())))
+}
+
+/// One read of stdout into `buf` (emptied first). With `linger`, only what
+/// is in the pipe now: an empty pipe counts as the end.
+async fn read_chunk(stdout: &mut pipe::Receiver, buf: &mut Vec<u8>, linger: bool) -> std::io::Result<usize> {
+    buf.clear();
+    if !linger {
+        return stdout.read_buf(buf).await;
+    }
+    match stdout.try_read_buf(buf) {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(0),
+        r => r,
+    }
+}
+
+async fn send(resp: &mut Response, data: &[u8], hard: Instant) -> Result<(), Failure> {
+    match tokio::time::timeout_at(hard, resp.stdout(data)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(Gone)) => Err(Failure::new(499, "the web server closed the connection")),
+        Err(_) => Err(Failure::new(504, "timed out writing to the web server")),
+    }
+}
+
+/// FCGI_STDIN chunks into the script's stdin; ends (closing the pipe) at
+/// the end of the body, or when the script stops reading (EPIPE), which
+/// also makes further chunks be discarded.
+async fn pump_stdin(fd: OwnedFd, mut rx: mpsc::Receiver<Vec<u8>>) {
+    let Ok(mut tx) = pipe::Sender::from_owned_fd(fd) else { return };
+    while let Some(chunk) = rx.recv().await {
+        if tx.write_all(&chunk).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The script's stderr, line by line, into the gateway log.
+async fn pump_stderr(fd: OwnedFd, label: String) {
+    let Ok(rx) = pipe::Receiver::from_owned_fd(fd) else { return };
+    let mut r = tokio::io::BufReader::with_capacity(MAX_LOG_LINE, rx);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        // A bounded read: at most one buffer's worth per line.
+        let n = match (&mut r).take(MAX_LOG_LINE as u64).read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let text = String::from_utf8_lossy(&line[..n]);
+        log::line(format_args!("[{label}] stderr: {}", text.trim_end_matches(['\n', '\r'])));
+    }
+}

@@ -1,0 +1,257 @@
+//! Which tenant runs a script, and whether it may: Apache suEXEC's checks,
+//! adapted to sandboxes. Everything is checked before anything runs; a
+//! violation names its rule (for the log) and maps to an HTTP status.
+//!
+//! 1. `SCRIPT_FILENAME` is an absolute path without `..` components;
+//! 2. the tenant comes from the map (host or docroot), else it is the
+//!    owner of the script (the file the path resolves to);
+//! 3. the tenant is a real user with uid >= `min_uid` (never root or a
+//!    system account);
+//! 4. the path as requested lies inside one of the tenant's areas (home, or
+//!    `allow_dirs`), and so does the path it resolves to (`realpath`):
+//!    neither `..` nor a symlink can lead out of the tenant's own files;
+//! 5. the resolved file is a regular file owned by the tenant, not writable
+//!    by group or others, not setuid/setgid, executable by its owner;
+//! 6. its directory is owned by the tenant (or root) and not writable by
+//!    group or others.
+//!
+//! Between these checks and the exec the tenant could replace the file; but
+//! the exec happens inside the tenant's sandbox, as the tenant, where only
+//! the tenant's own files are visible, so a swap gains nothing that the
+//! tenant could not run anyway. What the checks protect is the choice of
+//! identity, which is made here, once.
+
+use crate::map::{normalize, MappedBy, TenantMap, Unmapped};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// A refused request: the rule that failed and the HTTP status to answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub status: u16,
+    pub rule: &'static str,
+    pub detail: String,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "refused by rule {:?}: {}", self.rule, self.detail)
+    }
+}
+
+fn refuse(status: u16, rule: &'static str, detail: impl Into<String>) -> Refusal {
+    Refusal { status, rule, detail: detail.into() }
+}
+
+/// A tenant as the passwd database knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantUser {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub home: PathBuf,
+}
+
+impl TenantUser {
+    pub fn by_name(name: &str) -> Result<TenantUser, Refusal> {
+        match nix::unistd::User::from_name(name) {
+            Ok(Some(u)) => Ok(TenantUser::from(u)),
+            Ok(None) => Err(refuse(403, "unknown-user", format!("no user named {name:?}"))),
+            Err(e) => Err(refuse(500, "unknown-user", format!("look up user {name:?}: {e}"))),
+        }
+    }
+
+    pub fn by_uid(uid: u32) -> Result<TenantUser, Refusal> {
+        match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+            Ok(Some(u)) => Ok(TenantUser::from(u)),
+            Ok(None) => Err(refuse(403, "unknown-user", format!("the owner uid {uid} is no user"))),
+            Err(e) => Err(refuse(500, "unknown-user", format!("look up uid {uid}: {e}"))),
+        }
+    }
+}
+
+impl From<nix::unistd::User> for TenantUser {
+    fn from(u: nix::unistd::User) -> Self {
+        TenantUser { name: u.name, uid: u.uid.as_raw(), gid: u.gid.as_raw(), home: u.dir }
+    }
+}
+
+/// A script that passed every check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedScript {
+    pub tenant: TenantUser,
+    /// How the tenant was chosen (None: owner of the script).
+    pub mapped_by: Option<MappedBy>,
+    /// The path as requested (normalised).
+    pub requested: PathBuf,
+    /// The resolved path: what is executed, inside the sandbox.
+    pub real: PathBuf,
+    /// Its directory: the script's working directory.
+    pub dir: PathBuf,
+}
+
+/// Choose the tenant for `script_filename` and run every check.
+pub fn check(script_filename: &str, host: Option<&str>, map: &TenantMap) -> Result<CheckedScript, Refusal> {
+    if script_filename.is_empty() {
+        return Err(refuse(403, "script-filename", "SCRIPT_FILENAME is missing or empty"));
+    }
+    let raw = Path::new(script_filename);
+    if !raw.is_absolute() {
+        return Err(refuse(403, "absolute-path", format!("{script_filename:?} is not an absolute path")));
+    }
+    if raw.components().any(|c| c == std::path::Component::ParentDir) {
+        return Err(refuse(403, "dotdot", format!("{script_filename:?} has a '..' component")));
+    }
+    let requested = normalize(raw).ok_or_else(|| refuse(403, "dotdot", format!("{script_filename:?} is not a plain absolute path")))?;
+    let real = match std::fs::canonicalize(&requested) {
+        Ok(p) => p,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(refuse(404, "exists", format!("{}: no such file", requested.display()))),
+        Err(e) => return Err(refuse(403, "exists", format!("resolve {}: {e}", requested.display()))),
+    };
+    let meta = std::fs::symlink_metadata(&real).map_err(|e| refuse(403, "exists", format!("stat {}: {e}", real.display())))?;
+
+    let (tenant, mapped_by) = match map.lookup(host, &requested) {
+        Some((name, by)) => (TenantUser::by_name(&name)?, Some(by)),
+        None if map.unmapped == Unmapped::Deny => {
+            return Err(refuse(403, "unmapped", format!("no [hosts] or [docroots] entry matches host {:?} or {}", host.unwrap_or(""), requested.display())))
+        }
+        None => (TenantUser::by_uid(meta.uid())?, None),
+    };
+    if tenant.uid < map.min_uid {
+        return Err(refuse(403, "min-uid", format!("tenant {} has uid {} (below min_uid {})", tenant.name, tenant.uid, map.min_uid)));
+    }
+
+    let areas = map.areas(&tenant.name, &tenant.home);
+    let lexical: Vec<PathBuf> = areas.iter().filter_map(|a| normalize(a)).collect();
+    if !lexical.iter().any(|a| requested.starts_with(a)) {
+        return Err(refuse(403, "inside-home", format!("{} is outside {}'s areas ({})", requested.display(), tenant.name, show(&lexical))));
+    }
+    // Areas that do not exist cannot hold the script.
+    let resolved: Vec<PathBuf> = areas.iter().filter_map(|a| std::fs::canonicalize(a).ok()).collect();
+    if !resolved.iter().any(|a| real.starts_with(a)) {
+        return Err(refuse(403, "symlink-escape", format!("{} resolves to {}, outside {}'s areas ({})", requested.display(), real.display(), tenant.name, show(&resolved))));
+    }
+
+    let ft = meta.file_type();
+    if !ft.is_file() {
+        return Err(refuse(403, "regular-file", format!("{} is not a regular file", real.display())));
+    }
+    if meta.uid() != tenant.uid {
+        return Err(refuse(403, "owner", format!("{} is owned by uid {}, not by {} (uid {})", real.display(), meta.uid(), tenant.name, tenant.uid)));
+    }
+    let mode = meta.mode();
+    if mode & 0o022 != 0 {
+        return Err(refuse(403, "writable", format!("{} is writable by group or others (mode {:04o})", real.display(), mode & 0o7777)));
+    }
+    if mode & (libc::S_ISUID | libc::S_ISGID) != 0 {
+        return Err(refuse(403, "setid", format!("{} is setuid or setgid (mode {:04o})", real.display(), mode & 0o7777)));
+    }
+    if mode & 0o100 == 0 {
+        return Err(refuse(403, "executable", format!("{} is not executable by its owner (mode {:04o})", real.display(), mode & 0o7777)));
+    }
+    let dir = real.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let dmeta = std::fs::metadata(&dir).map_err(|e| refuse(403, "dir", format!("stat {}: {e}", dir.display())))?;
+    if dmeta.uid() != tenant.uid && dmeta.uid() != 0 {
+        return Err(refuse(403, "dir-owner", format!("directory {} is owned by uid {}, not by {} or root", dir.display(), dmeta.uid(), tenant.name)));
+    }
+    if dmeta.mode() & 0o022 != 0 {
+        return Err(refuse(403, "dir-writable", format!("directory {} is writable by group or others (mode {:04o})", dir.display(), dmeta.mode() & 0o7777)));
+    }
+    Ok(CheckedScript { tenant, mapped_by, requested, real, dir })
+}
+
+fn show(v: &[PathBuf]) -> String {
+    v.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A map whose area for the current user is `dir` (tests run as any user).
+    fn setup() -> (tempfile::TempDir, TenantMap, TenantUser) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let me = TenantUser::by_uid(nix::unistd::geteuid().as_raw()).unwrap();
+        let text = format!("min_uid = 0\nallow_dirs = [{:?}]\n", dir.path().canonicalize().unwrap().display().to_string());
+        let map = TenantMap::parse(&text, Path::new("t.toml")).unwrap();
+        (dir, map, me)
+    }
+
+    fn script(dir: &Path, name: &str, mode: u32) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, "#!/bin/sh\necho\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        p
+    }
+
+    fn rule(r: Result<CheckedScript, Refusal>) -> &'static str {
+        r.map(|_| "ok").unwrap_or_else(|e| e.rule)
+    }
+
+    #[test]
+    fn accepts_a_good_script_and_resolves_it() {
+        let (d, map, me) = setup();
+        let base = d.path().canonicalize().unwrap();
+        let p = script(&base, "ok.cgi", 0o755);
+        let c = check(p.to_str().unwrap(), None, &map).unwrap();
+        assert_eq!(c.tenant, me);
+        assert_eq!(c.real, p);
+        assert_eq!(c.dir, base);
+        // A symlink inside the area to a file inside the area is fine.
+        std::os::unix::fs::symlink(&p, base.join("link.cgi")).unwrap();
+        assert_eq!(check(base.join("link.cgi").to_str().unwrap(), None, &map).unwrap().real, p);
+    }
+
+    #[test]
+    fn refuses_each_rule() {
+        let (d, map, _) = setup();
+        let base = d.path().canonicalize().unwrap();
+        let s = |p: &Path| p.to_str().unwrap().to_string();
+        assert_eq!(rule(check("", None, &map)), "script-filename");
+        assert_eq!(rule(check("x.cgi", None, &map)), "absolute-path");
+        assert_eq!(rule(check(&format!("{}/../x.cgi", base.display()), None, &map)), "dotdot");
+        assert_eq!(rule(check(&s(&base.join("missing.cgi")), None, &map)), "exists");
+        assert_eq!(check(&s(&base.join("missing.cgi")), None, &map).unwrap_err().status, 404);
+        assert_eq!(rule(check(&s(&script(&base, "gw.cgi", 0o775)), None, &map)), "writable");
+        assert_eq!(rule(check(&s(&script(&base, "ow.cgi", 0o757)), None, &map)), "writable");
+        assert_eq!(rule(check(&s(&script(&base, "suid.cgi", 0o4755)), None, &map)), "setid");
+        assert_eq!(rule(check(&s(&script(&base, "noexec.cgi", 0o644)), None, &map)), "executable");
+        std::fs::create_dir(base.join("sub.cgi")).unwrap();
+        assert_eq!(rule(check(&s(&base.join("sub.cgi")), None, &map)), "regular-file");
+        // Symlink escape: a link inside the area to a file outside it (the
+        // other temp dir is outside unless the user's home holds /tmp).
+        let outside = tempfile::tempdir().unwrap();
+        let target = script(outside.path(), "t.cgi", 0o755);
+        std::os::unix::fs::symlink(&target, base.join("escape.cgi")).unwrap();
+        let me = TenantUser::by_uid(nix::unistd::geteuid().as_raw()).unwrap();
+        if !outside.path().canonicalize().unwrap().starts_with(&me.home) {
+            assert_eq!(rule(check(&s(&base.join("escape.cgi")), None, &map)), "symlink-escape");
+        }
+        // A group-writable directory.
+        let w = base.join("w");
+        std::fs::create_dir(&w).unwrap();
+        std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o775)).unwrap();
+        assert_eq!(rule(check(&s(&script(&w, "a.cgi", 0o755)), None, &map)), "dir-writable");
+    }
+
+    #[test]
+    fn refuses_outside_areas_and_low_uids() {
+        let (d, _, me) = setup();
+        let base = d.path().canonicalize().unwrap();
+        let p = script(&base, "a.cgi", 0o755);
+        let none = TenantMap::parse("min_uid = 0", Path::new("t")).unwrap();
+        if !base.starts_with(&me.home) {
+            assert_eq!(rule(check(p.to_str().unwrap(), None, &none)), "inside-home");
+        }
+        let high = TenantMap::parse(&format!("min_uid = {}\nallow_dirs = [{:?}]", me.uid + 1, base.display().to_string()), Path::new("t")).unwrap();
+        assert_eq!(rule(check(p.to_str().unwrap(), None, &high)), "min-uid");
+        let deny = TenantMap::parse(&format!("min_uid = 0\nunmapped = \"deny\"\nallow_dirs = [{:?}]", base.display().to_string()), Path::new("t")).unwrap();
+        assert_eq!(rule(check(p.to_str().unwrap(), None, &deny)), "unmapped");
+        let mapped = format!("min_uid = 0\nunmapped = \"deny\"\nallow_dirs = [{:?}]\n[docroots]\n{:?} = {:?}\n", base.display().to_string(), base.display().to_string(), me.name);
+        let mapped = TenantMap::parse(&mapped, Path::new("t")).unwrap();
+        let c = check(p.to_str().unwrap(), None, &mapped).unwrap();
+        assert_eq!(c.mapped_by, Some(MappedBy::Docroot(base.clone())));
+    }
+}

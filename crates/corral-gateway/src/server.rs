@@ -1,0 +1,274 @@
+//! The listener, the signals and the state every request shares.
+//!
+//! * SIGTERM/SIGINT: stop accepting, answer new requests on open
+//!   connections with 503, let in-flight requests finish (bounded by the
+//!   request timeout plus a grace period), close idle connections, exit.
+//! * SIGHUP: reload the map file (a broken file is logged and the old map
+//!   stays).
+
+use crate::log;
+use crate::map::TenantMap;
+use crate::tenants::{Sandboxes, Tenants};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, UnixListener};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::{watch, Notify, Semaphore};
+
+/// Where the gateway listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    Unix(PathBuf),
+    Tcp(std::net::SocketAddr),
+}
+
+impl std::str::FromStr for Listen {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Listen, String> {
+        if let Some(p) = s.strip_prefix("unix:") {
+            if !p.starts_with('/') {
+                return Err(format!("{s:?}: expected unix:/absolute/path"));
+            }
+            Ok(Listen::Unix(PathBuf::from(p)))
+        } else if let Some(a) = s.strip_prefix("tcp:") {
+            a.parse().map(Listen::Tcp).map_err(|e| format!("{s:?}: expected tcp:ADDR:PORT ({e})"))
+        } else {
+            Err(format!("{s:?}: expected unix:PATH or tcp:ADDR:PORT"))
+        }
+    }
+}
+
+pub struct Options {
+    pub listen: Listen,
+    /// With TCP: the web servers allowed to connect (FastCGI §3.2's
+    /// `FCGI_WEB_SERVER_ADDRS`); empty: any.
+    pub web_server_addrs: Vec<std::net::IpAddr>,
+    pub timeout: Duration,
+    pub max_conns: u32,
+    pub map_file: Option<PathBuf>,
+    /// Mode and group of a unix socket (only the web server should reach it).
+    pub socket_mode: u32,
+    pub socket_gid: Option<u32>,
+}
+
+/// Requests being served, to wait for at shutdown.
+#[derive(Default)]
+pub struct InFlight {
+    n: AtomicUsize,
+    zero: Notify,
+}
+
+pub struct InFlightGuard<'a>(&'a InFlight);
+
+impl InFlight {
+    pub fn enter(&self) -> InFlightGuard<'_> {
+        self.n.fetch_add(1, Ordering::SeqCst);
+        InFlightGuard(self)
+    }
+    pub fn count(&self) -> usize {
+        self.n.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for InFlightGuard<'_> {
+    fn drop(&mut self) {
+        if self.0.n.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.zero.notify_waiters();
+        }
+    }
+}
+
+pub struct Shared {
+    pub tenants: Tenants,
+    pub timeout: Duration,
+    pub max_conns: u32,
+    pub inflight: InFlight,
+    drain: watch::Sender<bool>,
+}
+
+impl Shared {
+    pub fn draining(&self) -> bool {
+        *self.drain.borrow()
+    }
+    pub fn drain_signal(&self) -> watch::Receiver<bool> {
+        self.drain.subscribe()
+    }
+}
+
+/// Run the gateway until SIGTERM/SIGINT; returns once drained.
+pub async fn run(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Result<()> {
+    let map = match &opts.map_file {
+        Some(p) => TenantMap::load(p)?,
+        None => TenantMap::default(),
+    };
+    let (drain, _) = watch::channel(false);
+    let shared = Arc::new(Shared { tenants: Tenants::new(sandboxes, map), timeout: opts.timeout, max_conns: opts.max_conns, inflight: InFlight::default(), drain });
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    let listener = bind(&opts)?;
+    log::line(format_args!("listening on {} (timeout {}s, max {} connections)", show(&opts.listen), opts.timeout.as_secs_f64(), opts.max_conns));
+    let permits = Arc::new(Semaphore::new(opts.max_conns as usize));
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => p.expect("semaphore is never closed"),
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+        };
+        // Finished connection tasks are reaped here, between accepts.
+        while conns.try_join_next().is_some() {}
+        tokio::select! {
+            r = listener.accept(&shared, &mut conns, permit) => {
+                if let Err(e) = r {
+                    log::line(format_args!("accept: {e}"));
+                    // EMFILE and friends: give the in-flight requests time to free fds.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+            _ = hup.recv() => reload(&opts, &shared),
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+        }
+    }
+    drop(listener);
+    if let Listen::Unix(p) = &opts.listen {
+        let _ = std::fs::remove_file(p);
+    }
+    log::line(format_args!("shutting down: draining {} in-flight request(s)", shared.inflight.count()));
+    shared.drain.send_replace(true);
+    let bound = opts.timeout + Duration::from_secs(10);
+    let drained = tokio::time::timeout(bound, async {
+        while conns.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        log::line(format_args!("{} request(s) still running after {}s: exiting anyway (their scripts are killed)", shared.inflight.count(), bound.as_secs()));
+    }
+    Ok(())
+}
+
+fn reload(opts: &Options, shared: &Shared) {
+    let Some(p) = &opts.map_file else {
+        log::line(format_args!("SIGHUP: no map file to reload"));
+        return;
+    };
+    match TenantMap::load(p) {
+        Ok(m) => {
+            shared.tenants.set_map(m);
+            log::line(format_args!("SIGHUP: reloaded {}", p.display()));
+        }
+        Err(e) => log::line(format_args!("SIGHUP: {e:#}; keeping the previous map")),
+    }
+}
+
+fn show(l: &Listen) -> String {
+    match l {
+        Listen::Unix(p) => format!("unix:{}", p.display()),
+        Listen::Tcp(a) => format!("tcp:{a}"),
+    }
+}
+
+enum Listener {
+    Unix(UnixListener),
+    Tcp(TcpListener, Vec<std::net::IpAddr>),
+}
+
+/// `FCGI_WEB_SERVER_ADDRS` (FastCGI §3.2): comma-separated IP addresses.
+pub fn parse_web_server_addrs(v: &str) -> Result<Vec<std::net::IpAddr>, String> {
+    v.split(',').map(str::trim).filter(|a| !a.is_empty()).map(|a| a.parse().map_err(|e| format!("FCGI_WEB_SERVER_ADDRS: {a:?}: {e}"))).collect()
+}
+
+fn bind(opts: &Options) -> anyhow::Result<Listener> {
+    use anyhow::Context;
+    match &opts.listen {
+        Listen::Unix(p) => {
+            // Only a stale socket is replaced, never another kind of file.
+            if let Ok(m) = std::fs::symlink_metadata(p) {
+                anyhow::ensure!(m.file_type().is_socket(), "{} exists and is not a socket", p.display());
+                std::fs::remove_file(p).with_context(|| format!("remove stale socket {}", p.display()))?;
+            }
+            if let Some(dir) = p.parent() {
+                std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+            }
+            let l = UnixListener::bind(p).with_context(|| format!("bind {}", p.display()))?;
+            if let Some(gid) = opts.socket_gid {
+                nix::unistd::chown(p, None, Some(nix::unistd::Gid::from_raw(gid))).with_context(|| format!("chgrp {}", p.display()))?;
+            }
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(opts.socket_mode)).with_context(|| format!("chmod {}", p.display()))?;
+            Ok(Listener::Unix(l))
+        }
+        Listen::Tcp(a) => {
+            if !a.ip().is_loopback() && opts.web_server_addrs.is_empty() {
+                log::line(format_args!("warning: listening on {a}, not loopback, without FCGI_WEB_SERVER_ADDRS: whoever reaches it can run any tenant's scripts"));
+            }
+            let l = std::net::TcpListener::bind(a).with_context(|| format!("bind {a}"))?;
+            l.set_nonblocking(true)?;
+            Ok(Listener::Tcp(TcpListener::from_std(l)?, opts.web_server_addrs.clone()))
+        }
+    }
+}
+
+impl Listener {
+    async fn accept(&self, shared: &Arc<Shared>, conns: &mut tokio::task::JoinSet<()>, permit: tokio::sync::OwnedSemaphorePermit) -> std::io::Result<()> {
+        let shared = shared.clone();
+        match self {
+            Listener::Unix(l) => {
+                let (s, _) = l.accept().await?;
+                let (r, w) = s.into_split();
+                conns.spawn(async move {
+                    crate::conn::serve(shared, r, w).await;
+                    drop(permit);
+                });
+            }
+            Listener::Tcp(l, allowed) => {
+                let (s, peer) = l.accept().await?;
+                if !allowed.is_empty() && !allowed.contains(&peer.ip()) {
+                    log::line(format_args!("refused a connection from {peer}: not in FCGI_WEB_SERVER_ADDRS"));
+                    return Ok(());
+                }
+                let _ = s.set_nodelay(true);
+                let (r, w) = s.into_split();
+                conns.spawn(async move {
+                    crate::conn::serve(shared, r, w).await;
+                    drop(permit);
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Build a multi-threaded runtime and [`run`] on it (for callers that are
+/// not async themselves, such as the `corral` command).
+pub fn run_blocking(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("corral-gateway").build()?;
+    rt.block_on(run(opts, sandboxes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_listen_addresses() {
+        assert_eq!("unix:/run/g.sock".parse::<Listen>(), Ok(Listen::Unix(PathBuf::from("/run/g.sock"))));
+        assert_eq!("tcp:127.0.0.1:9000".parse::<Listen>(), Ok(Listen::Tcp("127.0.0.1:9000".parse().unwrap())));
+        assert_eq!("tcp:[::1]:9000".parse::<Listen>(), Ok(Listen::Tcp("[::1]:9000".parse().unwrap())));
+        for bad in ["unix:rel.sock", "tcp:localhost:9000", "tcp:127.0.0.1", "/run/g.sock", ""] {
+            assert!(bad.parse::<Listen>().is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn parses_fcgi_web_server_addrs() {
+        let v = parse_web_server_addrs("127.0.0.1, ::1,,127.0.0.3").unwrap();
+        assert_eq!(v.len(), 3);
+        assert!(parse_web_server_addrs("").unwrap().is_empty());
+        let e = parse_web_server_addrs("127.0.0.1,web1").unwrap_err();
+        assert!(e.contains("\"web1\""), "{e}");
+    }
+}
