@@ -162,6 +162,20 @@ impl<'a> Exec<'a> {
 
     /// Fork and exec. Returns the child's pid once exec succeeded.
     pub fn spawn(&self) -> Result<Pid, SpawnError> {
+        let (child, status) = self.start()?;
+        match exec_status(&status) {
+            ExecStatus::Failed(e) => {
+                let _ = nix::sys::wait::waitpid(child, None);
+                Err(e)
+            }
+            _ => Ok(child),
+        }
+    }
+
+    /// Fork; the child execs. Returns at once with the child's pid and the
+    /// read end of its exec-status pipe (see [`exec_status`]), so an event
+    /// loop can wait for many execs at the same time.
+    pub fn start(&self) -> Result<(Pid, OwnedFd), SpawnError> {
         let (rd, wr) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(SpawnError::Fork)?;
         // SAFETY: the child only runs `child()`, which makes async-signal-safe
         // syscalls on memory prepared before the fork and never returns.
@@ -172,14 +186,7 @@ impl<'a> Exec<'a> {
             }
             ForkResult::Parent { child } => {
                 drop(wr);
-                let mut buf = [0u8; 5];
-                let n = read_full(rd.as_raw_fd(), &mut buf);
-                if n == 5 {
-                    let _ = nix::sys::wait::waitpid(child, None);
-                    let errno = Errno::from_raw(i32::from_ne_bytes([buf[1], buf[2], buf[3], buf[4]]));
-                    return Err(SpawnError::Child { step: Step::from_u8(buf[0]).name(), errno });
-                }
-                Ok(child)
+                Ok((child, rd))
             }
         }
     }
@@ -317,6 +324,24 @@ struct OpenHow {
 }
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
 const RESOLVE_IN_ROOT: u64 = 0x10;
+
+pub enum ExecStatus {
+    /// End of file: the exec succeeded.
+    Execed,
+    /// The child reported the step that failed.
+    Failed(SpawnError),
+}
+
+/// Read a child's exec-status pipe to the end (blocks until the child has
+/// exec'd or failed; call it when the pipe is readable to avoid waiting).
+pub fn exec_status(rd: &OwnedFd) -> ExecStatus {
+    let mut buf = [0u8; 5];
+    if read_full(rd.as_raw_fd(), &mut buf) == 5 {
+        let errno = Errno::from_raw(i32::from_ne_bytes([buf[1], buf[2], buf[3], buf[4]]));
+        return ExecStatus::Failed(SpawnError::Child { step: Step::from_u8(buf[0]).name(), errno });
+    }
+    ExecStatus::Execed
+}
 
 fn read_full(fd: RawFd, buf: &mut [u8]) -> usize {
     let mut n = 0;
