@@ -31,6 +31,21 @@ pub enum BenchError {
     /// A tool's output could not be parsed.
     #[error("cannot parse {tool} output: {message}")]
     Parse { tool: &'static str, message: String },
+    /// Tools a suite needs are not installed.
+    #[error("{}", crate::suites::tools::missing_message(.0))]
+    MissingTools(Vec<crate::suites::tools::Tool>),
+    /// A suite could not set up or run corral itself (not a peer contender).
+    #[error("{suite}: {message}")]
+    Suite {
+        suite: &'static str,
+        message: String,
+    },
+    /// corral itself failed in one or more suites (the report says where).
+    #[error("corral failed: {}", .0.join("; "))]
+    CorralFailed(Vec<String>),
+    /// Ctrl-C / SIGTERM: the run stopped early (everything started was cleaned up).
+    #[error("interrupted")]
+    Interrupted,
 }
 
 impl BenchError {
@@ -38,6 +53,14 @@ impl BenchError {
         BenchError::Io {
             path: path.into(),
             source,
+        }
+    }
+
+    /// A suite failure: corral (not a contender) did not work.
+    pub fn suite(suite: &'static str, message: impl Into<String>) -> Self {
+        BenchError::Suite {
+            suite,
+            message: message.into(),
         }
     }
 

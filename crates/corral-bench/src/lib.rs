@@ -1,7 +1,7 @@
-//! corral-bench, library half: the `results.json` schema, machine
-//! description, statistics, parsers for h2load and siege output, Markdown and
-//! HTML reports, run-to-run comparison and progress display. The suites that
-//! drive sandboxes build on this API; see `docs/benchmarks.md`.
+//! corral-bench: the `results.json` schema, machine description, statistics,
+//! parsers for h2load and siege output, Markdown and HTML reports, run-to-run
+//! comparison and progress display; and the [`suites`] that drive sandboxes
+//! (`corral bench join|cgi|micro|pidns|all`). See `docs/benchmarks.md`.
 
 pub mod compare;
 pub mod error;
@@ -12,6 +12,7 @@ pub mod report;
 pub mod results;
 pub mod siege;
 pub mod stats;
+pub mod suites;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -106,6 +106,29 @@ const CGI_COLUMNS: &[Column] = &[
         ],
         header: "p50 / p90 / p99 ms",
     },
+    Column::Figure {
+        figure: "h2load_cpu_s",
+        header: "h2load CPU s",
+    },
+];
+
+const JOIN_COLUMNS: &[Column] = &[
+    Column::Figure {
+        figure: "ms",
+        header: "median ms",
+    },
+    Column::Figure {
+        figure: "p90_ms",
+        header: "p90 ms",
+    },
+    Column::Figure {
+        figure: "cpu_ms",
+        header: "CPU ms",
+    },
+    Column::Figure {
+        figure: "failed",
+        header: "failed",
+    },
 ];
 
 const SIEGE_COLUMNS: &[Column] = &[
@@ -143,8 +166,167 @@ const SIEGE_COLUMNS: &[Column] = &[
     },
 ];
 
+const NEIGHBOURS_COLUMNS: &[Column] = &[
+    Column::Figure {
+        figure: "users",
+        header: "users",
+    },
+    Column::Figure {
+        figure: siege::fig::TRANSACTIONS,
+        header: "transactions",
+    },
+    Column::Figure {
+        figure: siege::fig::AVAILABILITY,
+        header: "availability %",
+    },
+    Column::Joined {
+        figures: &[siege::fig::RESPONSE_TIME_MS, h2load::fig::P99_MS],
+        header: "mean / p99 ms",
+    },
+    Column::Figure {
+        figure: siege::fig::TRANS_PER_S,
+        header: "trans/s",
+    },
+    Column::Figure {
+        figure: siege::fig::THROUGHPUT_MB_S,
+        header: "MB/s",
+    },
+    Column::Figure {
+        figure: siege::fig::LONGEST_MS,
+        header: "longest ms",
+    },
+    Column::Figure {
+        figure: siege::fig::FAILED,
+        header: "failed",
+    },
+    Column::Figure {
+        figure: "tenant_cpu_pct",
+        header: "tenant CPU %",
+    },
+    Column::Figure {
+        figure: "tenant_cpu_share",
+        header: "CPU share %",
+    },
+    Column::Figure {
+        figure: "throttled_periods",
+        header: "throttled",
+    },
+    Column::Figure {
+        figure: "total_trans_per_s",
+        header: "total trans/s",
+    },
+    Column::Figure {
+        figure: "jain",
+        header: "Jain index",
+    },
+    Column::Figure {
+        figure: "retention",
+        header: "victim retention",
+    },
+    Column::Joined {
+        figures: &["cpu_user", "cpu_system", "cpu_steal", "cpu_idle"],
+        header: "CPU user / system / steal / idle %",
+    },
+    Column::Figure {
+        figure: "server_cpu_busy",
+        header: "server CPU busy %",
+    },
+    Column::Figure {
+        figure: "nginx_cpu_pct",
+        header: "nginx CPU %",
+    },
+    Column::Figure {
+        figure: "tenants_cpu_pct",
+        header: "tenants CPU %",
+    },
+    Column::Figure {
+        figure: "mem_used_mib",
+        header: "memory used MiB",
+    },
+];
+
+const SCALE_COLUMNS: &[Column] = &[
+    Column::Figure {
+        figure: "up_ms_per_tenant",
+        header: "up ms per tenant (bulk)",
+    },
+    Column::Figure {
+        figure: "up_total_s",
+        header: "up s (bulk)",
+    },
+    Column::Figure {
+        figure: "up_one_ms",
+        header: "up ms (one, others up)",
+    },
+    Column::Joined {
+        figures: &["join_ms", "join_p90_ms"],
+        header: "join ms median / p90",
+    },
+    Column::Figure {
+        figure: "join_ref_ms",
+        header: "1-tenant join ms (interleaved)",
+    },
+    Column::Figure {
+        figure: "join_vs_ref",
+        header: "join vs 1 tenant",
+    },
+    Column::Figure {
+        figure: "join_vs_first",
+        header: "join vs smallest (both vs 1 tenant)",
+    },
+    Column::Figure {
+        figure: "down_total_s",
+        header: "down --all s",
+    },
+    Column::Figure {
+        figure: "down_ms_per_tenant",
+        header: "down ms per tenant",
+    },
+    Column::Joined {
+        figures: &["init_pss_kib", "init_rss_kib"],
+        header: "init PSS / RSS KiB",
+    },
+    Column::Figure {
+        figure: "kernel_kib",
+        header: "kernel KiB",
+    },
+    Column::Figure {
+        figure: "tmpfs_kib",
+        header: "tmpfs KiB",
+    },
+    Column::Figure {
+        figure: "total_kib",
+        header: "KiB per idle tenant",
+    },
+    Column::Figure {
+        figure: "used_kib",
+        header: "MemAvailable drop KiB",
+    },
+];
+
 /// Suite name → layout. Suites not listed use [`GENERIC`].
 pub const LAYOUTS: &[SuiteLayout] = &[
+    SuiteLayout {
+        suite: "join",
+        title: "Joining a sandbox: the cost of one exec",
+        intro: "`/bin/true` started many times per mode, modes interleaved: bare (no sandbox), \
+                `corral run` (one setns per persisted namespace file, cgroup, seccomp, drop privileges), \
+                an nsenter join of the same namespace files (the OpenLiteSpeed way, no limits), and \
+                bubblewrap building its sandbox at every exec. Wall time from spawn to reap; `vs bare` is \
+                the ratio of median times (×2.00: twice as slow). `corral up` is the one-time cost of \
+                building a sandbox.",
+        table: TableKind::Load {
+            columns: JOIN_COLUMNS,
+            references: &[Reference {
+                header: "vs bare",
+                mode: "bare",
+                figure: "ms",
+                style: RefStyle::Ratio,
+            }],
+        },
+        charts: &["ms", "cpu_ms"],
+        latency: None,
+    },
     SuiteLayout {
         suite: "cgi",
         title: "CGI under h2load: bubblewrap vs persisted namespaces",
@@ -196,14 +378,63 @@ pub const LAYOUTS: &[SuiteLayout] = &[
         latency: None,
     },
     SuiteLayout {
+        suite: "micro",
+        title: "UnixBench-style micro-benchmarks: native vs sandboxed",
+        intro: "The UnixBench system tests (re-implemented in bench/c/ubench.c) natively, inside a corral \
+                sandbox and inside bubblewrap, with 1 copy and with one copy per CPU (as in the lx zones \
+                article). `diff %` is the change against native: negative means a lower score.",
+        table: TableKind::Micro {
+            baselines: &["native"],
+        },
+        charts: &["single", "parallel"],
+        latency: None,
+    },
+    SuiteLayout {
         suite: "pidns",
         title: "pid-namespace cost",
-        intro: "fork/getpid-style micro-benchmarks in the initial pid namespace and in nested ones \
+        intro: "CPU time per getpid, fork+wait and thread create+join in the initial pid namespace \
+                (`host`), in pid namespaces nested 1 to 3 levels below it, and inside a corral sandbox \
                 (as in the pid namespaces patch-set measurements). `diff %` is against the host.",
         table: TableKind::Micro {
             baselines: &["host", "native", "bare"],
         },
         charts: &[],
+        latency: None,
+    },
+    SuiteLayout {
+        suite: "neighbours",
+        title: "Noisy neighbours: three virtual hosts under load",
+        intro: "The CloudLinux comparison article's four tests on one server: a static page served by nginx and \
+                `phpinfo()` served by each tenant's own PHP-FPM pool inside its corral sandbox and cgroup, \
+                loaded by h2load clients in separate network namespaces (one per article client); one host \
+                alone, two and three hosts together, and a noisy neighbour (the victim with 100 users while a \
+                second host gets 2 × 500). Each test without limits and with a corral CPU cap per tenant. \
+                Per host the article's siege figures; per test (`summary`) the server's CPU and memory like \
+                sar, Jain's fairness index over the hosts' rates (equal shares: every tenant has the same \
+                plan; 1 = fair) and the victim's retention (its rate under the noisy neighbour divided by its \
+                rate alone, same limits).",
+        table: TableKind::Load {
+            columns: NEIGHBOURS_COLUMNS,
+            references: &[],
+        },
+        charts: &[siege::fig::TRANS_PER_S, h2load::fig::P99_MS, "jain", "retention"],
+        latency: None,
+    },
+    SuiteLayout {
+        suite: "scale",
+        title: "Scale: many idle tenants",
+        intro: "N tenants brought up with `corral up` (in bulk, and one at a time with the others up), \
+                `corral run TENANT -- /bin/true` on random tenants (joining is O(1): the latency must not \
+                grow with N), each join alternating with one into a tenant alone in its own environment \
+                (`join vs 1 tenant`: the machine's noise hits both alike), memory per idle tenant (the init's PSS plus the kernel's share: slab, stacks, \
+                page tables, per-CPU data and tmpfs, from /proc/meminfo deltas divided by N), and \
+                `corral down --all`. Targets: at 1,000 tenants the join latency within 10 % of the smallest \
+                size's and at most 300 KiB per idle tenant.",
+        table: TableKind::Load {
+            columns: SCALE_COLUMNS,
+            references: &[],
+        },
+        charts: &["join_ms", "up_ms_per_tenant", "total_kib", "init_pss_kib"],
         latency: None,
     },
 ];
@@ -241,6 +472,21 @@ pub const FIGURE_LABELS: &[(&str, &str)] = &[
     (siege::fig::TRANSACTIONS, "transactions"),
     ("retention", "throughput retention"),
     ("jain", "Jain fairness index"),
+    ("h2load_cpu_s", "h2load CPU time"),
+    ("ms", "time per exec"),
+    ("cpu_ms", "CPU time per exec"),
+    ("single", "score, 1 copy"),
+    ("parallel", "score, one copy per CPU"),
+    ("cpu_ns", "CPU time per operation"),
+    ("wall_ns", "wall time per operation"),
+    ("users", "simulated users"),
+    ("p99_ms", "p99 response time"),
+    ("total_trans_per_s", "total transaction rate"),
+    ("tenant_cpu_pct", "tenant CPU"),
+    ("join_ms", "join latency (corral run /bin/true)"),
+    ("up_ms_per_tenant", "corral up per tenant (bulk)"),
+    ("total_kib", "memory per idle tenant"),
+    ("init_pss_kib", "init PSS"),
 ];
 
 /// The readable name of a figure.

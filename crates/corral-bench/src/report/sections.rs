@@ -300,7 +300,8 @@ fn micro_tables(rows: &[&Row], tests: &[&str], modes: &[&str], base: &str) -> Ve
             let numeric = (0..header.len()).map(|i| i > 1).collect();
             Table {
                 caption: format!(
-                    "{fig}{direction} ({}; diff % against {base})",
+                    "{}{direction} ({}; diff % against {base})",
+                    crate::report::figure_label(fig),
                     runs_caption(&used)
                 ),
                 header,

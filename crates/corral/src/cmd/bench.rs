@@ -22,7 +22,13 @@ pub enum BenchCmd {
     Micro(BenchArgs),
     /// getpid, fork+wait, thread create+join at pid-namespace depths 0..3 and in corral.
     Pidns(BenchArgs),
-    /// Every suite (join, cgi, micro, pidns) into one result set.
+    /// Three virtual hosts (static page, phpinfo() from each tenant's PHP-FPM pool) under load:
+    /// alone, together, with a noisy neighbour; without and with corral CPU limits.
+    Neighbours(BenchArgs),
+    /// 10 … 1,000 (full: 5,000) idle tenants: `corral up`, join latency, memory per tenant,
+    /// `corral down --all`.
+    Scale(BenchArgs),
+    /// Every suite (join, cgi, micro, pidns, neighbours, scale) into one result set.
     All(BenchArgs),
     /// Compare two results.json files: new/old ratio of every median.
     Compare {
@@ -47,6 +53,9 @@ pub struct BenchArgs {
     /// Tenants (Unix users), comma-separated; the first one runs the single-tenant workloads.
     #[arg(long, value_name = "A,B", value_delimiter = ',', default_value = DEFAULT_TENANTS)]
     pub tenants: Vec<String>,
+    /// neighbours: CPU cap per tenant in the limited mode, percent of one CPU (default 25).
+    #[arg(long, value_name = "PCT", value_parser = clap::value_parser!(u32).range(1..=10000))]
+    pub cpu_limit: Option<u32>,
 }
 
 pub fn bench(ctx: &Ctx, cmd: BenchCmd) -> anyhow::Result<i32> {
@@ -56,6 +65,8 @@ pub fn bench(ctx: &Ctx, cmd: BenchCmd) -> anyhow::Result<i32> {
         BenchCmd::Cgi(a) => (&[Suite::Cgi], a),
         BenchCmd::Micro(a) => (&[Suite::Micro], a),
         BenchCmd::Pidns(a) => (&[Suite::Pidns], a),
+        BenchCmd::Neighbours(a) => (&[Suite::Neighbours], a),
+        BenchCmd::Scale(a) => (&[Suite::Scale], a),
         BenchCmd::All(a) => (&Suite::ALL, a),
     };
     for t in &a.tenants {
@@ -77,6 +88,7 @@ pub fn bench(ctx: &Ctx, cmd: BenchCmd) -> anyhow::Result<i32> {
         state_base: ctx.layout.state_dir.clone(),
         cgroup_base: ctx.cgroup_parent.clone(),
         default_profile: corral_profile::DEFAULT_PROFILE.to_string(),
+        cpu_limit: a.cpu_limit,
     };
     let outcome = suites::run(&opts, suites);
     if outcome.results.rows.is_empty() {
@@ -102,7 +114,7 @@ pub fn bench(ctx: &Ctx, cmd: BenchCmd) -> anyhow::Result<i32> {
     match outcome.error {
         None => Ok(0),
         Some(BenchError::Interrupted) => {
-            eprintln!("corral bench: interrupted (partial results written; everything started was cleaned up)");
+            eprintln!("corral bench: interrupted (partial results written)");
             Ok(130)
         }
         Some(e) => {

@@ -1,0 +1,197 @@
+//! Memory per idle tenant: the init's own pages (PSS and RSS from
+//! `/proc/PID/smaps_rollup`) plus the kernel's share, from `/proc/meminfo`
+//! and `/proc/slabinfo` before and after bringing N tenants up, divided by N:
+//! slab (namespaces, mounts, dentries, cgroups), kernel stacks, page
+//! tables, per-CPU data (memory cgroups' statistics), and tmpfs (the state
+//! files under /run and each sandbox's generated files).
+
+use std::collections::BTreeMap;
+
+use crate::suites::neighbours::parse_meminfo;
+
+/// `/proc/slabinfo` (version 2.1) as cache name → bytes in its slabs.
+pub fn parse_slabinfo(text: &str, page_size: u64) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        if line.starts_with("slabinfo") || line.starts_with('#') {
+            continue;
+        }
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // name active_objs num_objs objsize objperslab pagesperslab : tunables l b s : slabdata active num shared
+        let Some(pos) = f.iter().position(|x| *x == "slabdata") else {
+            continue;
+        };
+        let pages_per_slab: u64 = f.get(5).and_then(|v| v.parse().ok()).unwrap_or(0);
+        let slabs: u64 = f.get(pos + 2).and_then(|v| v.parse().ok()).unwrap_or(0);
+        *out.entry(f[0].to_string()).or_insert(0) += slabs * pages_per_slab * page_size;
+    }
+    out
+}
+
+/// `Rss` and `Pss` of `/proc/PID/smaps_rollup`, KiB.
+pub fn parse_smaps_rollup(text: &str) -> Option<(u64, u64)> {
+    let get = |key: &str| {
+        text.lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l[key.len()..].split_whitespace().next()?.parse().ok())
+    };
+    Some((get("Rss:")?, get("Pss:")?))
+}
+
+/// The kernel's memory at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub meminfo: BTreeMap<String, u64>,
+    pub slab: BTreeMap<String, u64>,
+}
+
+/// `/proc/meminfo` fields counted as the kernel's share of a tenant.
+pub const KERNEL_FIELDS: &[&str] = &[
+    "SUnreclaim",
+    "SReclaimable",
+    "KernelStack",
+    "PageTables",
+    "Percpu",
+];
+
+pub fn snapshot() -> Snapshot {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    Snapshot {
+        meminfo: parse_meminfo(&std::fs::read_to_string("/proc/meminfo").unwrap_or_default()),
+        slab: parse_slabinfo(
+            &std::fs::read_to_string("/proc/slabinfo").unwrap_or_default(),
+            page,
+        ),
+    }
+}
+
+/// What N tenants added, per tenant, KiB (negative deltas count as 0 in
+/// the sums of the kernel's share: memory freed meanwhile by someone else
+/// says nothing about the tenants).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PerTenant {
+    /// Slab + kernel stacks + page tables + per-CPU.
+    pub kernel_kib: f64,
+    /// Shmem (tmpfs).
+    pub tmpfs_kib: f64,
+    /// `MemTotal − MemAvailable` growth: the system's own view.
+    pub used_kib: f64,
+    /// Per meminfo field of [`KERNEL_FIELDS`] and Shmem.
+    pub fields: Vec<(String, f64)>,
+    /// The slab caches that grew most, KiB per tenant, largest first.
+    pub top_slabs: Vec<(String, f64)>,
+}
+
+fn delta(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>, k: &str) -> f64 {
+    b.get(k).copied().unwrap_or(0) as f64 - a.get(k).copied().unwrap_or(0) as f64
+}
+
+pub fn per_tenant(before: &Snapshot, after: &Snapshot, n: usize) -> PerTenant {
+    let n = n.max(1) as f64;
+    let kib = |bytes: f64| bytes / 1024.0 / n;
+    let fields: Vec<(String, f64)> = KERNEL_FIELDS
+        .iter()
+        .chain(["Shmem"].iter())
+        .map(|k| {
+            (
+                k.to_string(),
+                kib(delta(&before.meminfo, &after.meminfo, k)),
+            )
+        })
+        .collect();
+    let kernel_kib = fields
+        .iter()
+        .filter(|(k, _)| k != "Shmem")
+        .map(|(_, v)| v.max(0.0))
+        .sum();
+    let used = |m: &BTreeMap<String, u64>| {
+        m.get("MemTotal").copied().unwrap_or(0) as f64
+            - m.get("MemAvailable").copied().unwrap_or(0) as f64
+    };
+    let mut top_slabs: Vec<(String, f64)> = after
+        .slab
+        .keys()
+        .map(|k| (k.clone(), kib(delta(&before.slab, &after.slab, k))))
+        .filter(|(_, v)| *v > 0.0)
+        .collect();
+    top_slabs.sort_by(|a, b| b.1.total_cmp(&a.1));
+    top_slabs.truncate(6);
+    PerTenant {
+        kernel_kib,
+        tmpfs_kib: kib(delta(&before.meminfo, &after.meminfo, "Shmem")).max(0.0),
+        used_kib: kib(used(&after.meminfo) - used(&before.meminfo)),
+        fields,
+        top_slabs,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SLAB: &str = "slabinfo - version: 2.1\n\
+# name            <active_objs> <num_objs> <objsize> <objperslab> <pagesperslab> : tunables <limit> <batchcount> <sharedfactor> : slabdata <active_slabs> <num_slabs> <sharedavail>\n\
+mnt_cache           5040   5100    320   25    2 : tunables    0    0    0 : slabdata    204    204      0\n\
+dentry             90000  91000    192   21    1 : tunables    0    0    0 : slabdata   4333   4333      0\n";
+
+    #[test]
+    fn slab_bytes_per_cache() {
+        let s = parse_slabinfo(SLAB, 4096);
+        assert_eq!(s["mnt_cache"], 204 * 2 * 4096);
+        assert_eq!(s["dentry"], 4333 * 4096);
+        assert_eq!(s.len(), 2);
+    }
+
+    fn fixture(name: &str) -> String {
+        let p = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
+    }
+
+    #[test]
+    fn captured_proc_files() {
+        let s = parse_slabinfo(&fixture("scale-slabinfo.txt"), 4096);
+        assert!(s.len() > 100, "{}", s.len());
+        assert!(s["mnt_cache"] > 0 && s["dentry"] > 0);
+        // An idle corral-init (built-in default profile).
+        let (rss, pss) = parse_smaps_rollup(&fixture("scale-smaps-rollup-init.txt")).unwrap();
+        assert!(rss > pss && pss > 0, "{rss} {pss}");
+    }
+
+    #[test]
+    fn smaps_rollup() {
+        let t = "55d0c0a00000-7ffd5b3f1000 ---p 00000000 00:00 0                          [rollup]\nRss:                 812 kB\nPss:                 121 kB\nPss_Anon:             96 kB\n";
+        assert_eq!(parse_smaps_rollup(t), Some((812, 121)));
+        assert_eq!(parse_smaps_rollup("Rss: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn deltas_per_tenant() {
+        let snap = |slab: u64, stack: u64, shmem: u64, avail: u64| Snapshot {
+            meminfo: [
+                ("MemTotal", 1_000_000_000u64),
+                ("MemAvailable", avail),
+                ("SUnreclaim", slab),
+                ("KernelStack", stack),
+                ("Shmem", shmem),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+            slab: [("mnt_cache".to_string(), slab)].into_iter().collect(),
+        };
+        let a = snap(10 << 20, 1 << 20, 1 << 20, 900_000_000);
+        // 100 tenants: +10 MiB slab, +1.5625 MiB stacks, +1 MiB tmpfs.
+        let b = snap(
+            20 << 20,
+            (1 << 20) + 1_638_400,
+            2 << 20,
+            900_000_000 - 13_000_000,
+        );
+        let p = per_tenant(&a, &b, 100);
+        assert!((p.kernel_kib - (102.4 + 16.0)).abs() < 1e-9, "{p:?}");
+        assert!((p.tmpfs_kib - 10.24).abs() < 1e-9, "{p:?}");
+        assert!((p.used_kib - 13_000_000.0 / 1024.0 / 100.0).abs() < 1e-9);
+        assert_eq!(p.top_slabs[0].0, "mnt_cache");
+    }
+}

@@ -1,0 +1,142 @@
+//! External programs the suites drive, with the Debian package that ships
+//! each, so a missing one is reported as "install X" rather than ENOENT.
+
+use std::path::PathBuf;
+
+use crate::error::{BenchError, Result};
+use crate::machine::find_tool;
+
+/// A program and the Debian package providing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tool {
+    pub name: &'static str,
+    pub package: &'static str,
+}
+
+pub const NGINX: Tool = Tool {
+    name: "nginx",
+    package: "nginx-light",
+};
+pub const FCGIWRAP: Tool = Tool {
+    name: "fcgiwrap",
+    package: "fcgiwrap",
+};
+pub const H2LOAD: Tool = Tool {
+    name: "h2load",
+    package: "nghttp2-client",
+};
+pub const BWRAP: Tool = Tool {
+    name: "bwrap",
+    package: "bubblewrap",
+};
+pub const PHP_CGI: Tool = Tool {
+    name: "php-cgi",
+    package: "php-cgi",
+};
+pub const CC: Tool = Tool {
+    name: "cc",
+    package: "gcc",
+};
+pub const NSENTER: Tool = Tool {
+    name: "nsenter",
+    package: "util-linux",
+};
+pub const SETPRIV: Tool = Tool {
+    name: "setpriv",
+    package: "util-linux",
+};
+pub const TASKSET: Tool = Tool {
+    name: "taskset",
+    package: "util-linux",
+};
+pub const TIMEOUT: Tool = Tool {
+    name: "timeout",
+    package: "coreutils",
+};
+pub const FIREJAIL: Tool = Tool {
+    name: "firejail",
+    package: "firejail",
+};
+pub const NSJAIL: Tool = Tool {
+    name: "nsjail",
+    package: "nsjail",
+};
+pub const MINIJAIL: Tool = Tool {
+    name: "minijail0",
+    package: "minijail",
+};
+
+/// Optional contenders of the join suite: measured when installed.
+pub const OPTIONAL: &[Tool] = &[FIREJAIL, NSJAIL, MINIJAIL];
+
+impl Tool {
+    /// Where the program is (PATH plus the sbin directories), if installed.
+    pub fn find(&self) -> Option<PathBuf> {
+        find_tool(self.name)
+    }
+}
+
+/// The paths of `tools`, or one error naming every missing tool and package.
+pub fn require(tools: &[Tool]) -> Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    let mut missing = Vec::new();
+    for t in tools {
+        match t.find() {
+            Some(p) => found.push(p),
+            None if !missing.contains(t) => missing.push(*t),
+            None => {}
+        }
+    }
+    if missing.is_empty() {
+        Ok(found)
+    } else {
+        Err(BenchError::MissingTools(missing))
+    }
+}
+
+/// `missing tools: h2load (Debian package nghttp2-client), …; install them
+/// with: apt-get install nghttp2-client …`.
+pub fn missing_message(missing: &[Tool]) -> String {
+    let list: Vec<String> = missing
+        .iter()
+        .map(|t| format!("{} (Debian package {})", t.name, t.package))
+        .collect();
+    let mut pkgs: Vec<&str> = missing.iter().map(|t| t.package).collect();
+    pkgs.dedup();
+    format!(
+        "missing tools: {}; install them with: apt-get install {} (scripts/install-deps.sh installs everything corral's benchmarks use)",
+        list.join(", "),
+        pkgs.join(" ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_names_packages() {
+        let m = missing_message(&[H2LOAD, BWRAP]);
+        assert!(m.contains("h2load (Debian package nghttp2-client)"), "{m}");
+        assert!(
+            m.contains("apt-get install nghttp2-client bubblewrap"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn require_reports_every_missing_tool() {
+        let ghost = Tool {
+            name: "corral-no-such-tool-1",
+            package: "ghost-one",
+        };
+        let ghost2 = Tool {
+            name: "corral-no-such-tool-2",
+            package: "ghost-two",
+        };
+        match require(&[ghost, TIMEOUT, ghost2]) {
+            Err(BenchError::MissingTools(v)) => assert_eq!(v, vec![ghost, ghost2]),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,353 @@
+//! `corral bench scale --smoke` and `corral bench neighbours --smoke`, for
+//! real (as root), each against a private state dir and cgroup parent: the
+//! result file is complete and nothing is left behind (users, processes,
+//! cgroups, mounts, network namespaces, files in the tenants' homes). The
+//! numbers are not checked: benchmarks print numbers, they are not timed
+//! tests. The two runs are serialised (they share tenants and, for scale,
+//! machine-wide users).
+
+mod common;
+use common::*;
+use corral_bench::ResultSet;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Hang guard only (each smoke run takes well under a minute): SIGTERM (the
+/// bench cleans up), then SIGKILL.
+const HANG_LIMIT: Duration = Duration::from_secs(240);
+
+/// Run `corral bench SUITE --smoke --json`; its results and pid.
+fn bench(env: &Env, suite: &str, out: &Path) -> (ResultSet, i32) {
+    let mut cmd = env.cmd();
+    cmd.args(["bench", suite, "--smoke", "--json", "--out"])
+        .arg(out);
+    cmd.process_group(0);
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let started = Instant::now();
+    let child = cmd.spawn().expect("spawn corral bench");
+    let pid = child.id() as i32;
+    let watchdog = std::thread::spawn(move || {
+        while started.elapsed() < HANG_LIMIT {
+            std::thread::sleep(Duration::from_millis(200));
+            // SAFETY: existence check of our own child's group.
+            if unsafe { libc::kill(-pid, 0) } != 0 {
+                return;
+            }
+        }
+        // SAFETY: signalling the process group we created.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        std::thread::sleep(Duration::from_secs(60));
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+    });
+    let o = child.wait_with_output().unwrap();
+    let took = started.elapsed();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    eprintln!(
+        "corral bench {suite} --smoke: {:.1} s, {:?}\n{stderr}",
+        took.as_secs_f64(),
+        o.status
+    );
+    assert!(
+        o.status.success(),
+        "corral bench {suite} failed ({:?}) after {took:?}\nstdout: {stdout}\nstderr: {stderr}",
+        o.status
+    );
+    drop(watchdog);
+    let v: serde_json::Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert!(v["error"].is_null(), "{v}");
+    for f in ["results.json", "report.md", "report.html"] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    let rs = ResultSet::load(out.join("results.json")).unwrap();
+    assert_eq!(rs.suites(), [suite], "only the suite asked for");
+    assert!(rs.quick, "a smoke run is marked as reduced");
+    (rs, pid)
+}
+
+fn figure(
+    rs: &ResultSet,
+    suite: &str,
+    test: &str,
+    mode: &str,
+    figure: &str,
+) -> corral_bench::Figure {
+    let row = rs
+        .row(suite, test, mode)
+        .unwrap_or_else(|| panic!("no row {suite}/{test}/{mode}"));
+    let f = row
+        .figure(figure)
+        .unwrap_or_else(|| panic!("{suite}/{test}/{mode}: no figure {figure}: {row:?}"));
+    assert!(
+        !f.is_empty() && f.median.is_finite(),
+        "{suite}/{test}/{mode}/{figure} is empty: {row:?}"
+    );
+    f.clone()
+}
+
+/// Processes whose command line mentions `needle`.
+fn processes_mentioning(needle: &str) -> Vec<String> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(raw) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&raw).replace('\0', " ");
+            if cmd.contains(needle) {
+                v.push(format!("{name}: {cmd}"));
+            }
+        }
+    }
+    v
+}
+
+fn ip(args: &[&str]) -> String {
+    let o = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .expect("run ip");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The run's state dir, processes, cgroups, mounts, network namespaces and
+/// veth pairs are gone.
+fn nothing_left(env: &Env, pid: i32) {
+    let left: Vec<_> = std::fs::read_dir(env.state_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left in the state dir: {left:?}");
+    let state = env.state_dir().to_string_lossy().into_owned();
+    assert_eq!(
+        processes_mentioning(&state),
+        Vec::<String>::new(),
+        "processes left"
+    );
+    let cgroups: Vec<_> = env
+        .cgroup_dirs()
+        .iter()
+        .flat_map(|d| {
+            std::fs::read_dir(d)
+                .unwrap()
+                .flatten()
+                .filter(|e| e.path().is_dir())
+                .map(|e| e.path())
+        })
+        .collect();
+    assert!(
+        cgroups.is_empty(),
+        "cgroups left under {}: {cgroups:?}",
+        env.parent
+    );
+    assert_eq!(
+        env.mounts_mentioning_state(),
+        Vec::<String>::new(),
+        "mounts left"
+    );
+    let netns = ip(&["netns", "list"]);
+    assert!(
+        !netns.contains(&format!("corral-bench-{pid}-")),
+        "network namespaces left: {netns}"
+    );
+    let links = ip(&["-o", "link", "show"]);
+    assert!(
+        !links.contains(&format!(" cb{pid}h")),
+        "veth pairs left: {links}"
+    );
+}
+
+#[test]
+fn scale_smoke_is_complete_and_leaves_nothing_behind() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new();
+    let out = tempfile::Builder::new()
+        .prefix("corral-bench-scale")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let (rs, pid) = bench(&env, "scale", out.path());
+
+    // results.json: the smoke size (20 tenants), every figure.
+    let mode = "20 tenants";
+    for f in [
+        "up_ms_per_tenant",
+        "up_total_s",
+        "up_one_ms",
+        "join_ms",
+        "join_p90_ms",
+        "join_ref_ms",
+        "join_vs_ref",
+        "join_vs_first",
+        "down_total_s",
+        "down_ms_per_tenant",
+    ] {
+        figure(&rs, "scale", "time", mode, f);
+    }
+    assert_eq!(
+        figure(&rs, "scale", "time", mode, "join_ms").samples.len(),
+        40,
+        "every join sampled"
+    );
+    assert_eq!(
+        figure(&rs, "scale", "time", mode, "join_vs_first").median,
+        1.0,
+        "the first size is the reference"
+    );
+    for f in [
+        "init_pss_kib",
+        "init_rss_kib",
+        "kernel_kib",
+        "tmpfs_kib",
+        "total_kib",
+        "used_kib",
+    ] {
+        figure(&rs, "scale", "memory", mode, f);
+    }
+    assert_eq!(
+        figure(&rs, "scale", "memory", mode, "init_pss_kib")
+            .samples
+            .len(),
+        20,
+        "one PSS sample per init"
+    );
+    assert!(
+        rs.notes
+            .iter()
+            .any(|n| n.starts_with("scale targets at 20 tenants")),
+        "{:?}",
+        rs.notes
+    );
+    let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    assert!(
+        md.contains("## Scale: many idle tenants") && md.contains("| 20 tenants |"),
+        "{md}"
+    );
+
+    // The suite's users, their homes and group are gone, and so is everything else.
+    for i in 1..=20 {
+        let u = format!("corral-s{i:05}");
+        assert!(
+            nix::unistd::User::from_name(&u).unwrap().is_none(),
+            "user {u} left"
+        );
+    }
+    assert!(
+        nix::unistd::Group::from_name("corral-scale")
+            .unwrap()
+            .is_none(),
+        "group corral-scale left"
+    );
+    assert!(
+        !Path::new("/var/lib/corral-bench/homes").exists(),
+        "homes left"
+    );
+    nothing_left(&env, pid);
+}
+
+#[test]
+fn neighbours_smoke_is_complete_and_leaves_nothing_behind() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new();
+    let out = tempfile::Builder::new()
+        .prefix("corral-bench-neighbours")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let (rs, pid) = bench(&env, "neighbours", out.path());
+
+    for c in ["static", "php"] {
+        for l in ["no limits", "cpu 25%"] {
+            for (test, sites) in [
+                ("1 host", 1),
+                ("2 hosts", 2),
+                ("3 hosts", 3),
+                ("noisy neighbour", 2),
+            ] {
+                for s in 1..=sites {
+                    let t = format!("{c}: {test}");
+                    let m = format!("site{s} · {l}");
+                    for f in [
+                        "transactions",
+                        "availability",
+                        "response_time_ms",
+                        "p99_ms",
+                        "trans_per_s",
+                        "throughput_mb_s",
+                        "longest_ms",
+                        "failed",
+                        "tenant_cpu_pct",
+                    ] {
+                        figure(&rs, "neighbours", &t, &m, f);
+                    }
+                }
+                let sum = format!("{test} · {l}");
+                for f in [
+                    "total_trans_per_s",
+                    "cpu_user",
+                    "cpu_system",
+                    "cpu_idle",
+                    "mem_used_mib",
+                    "nginx_cpu_pct",
+                ] {
+                    figure(&rs, "neighbours", &format!("{c}: summary"), &sum, f);
+                }
+            }
+            figure(
+                &rs,
+                "neighbours",
+                &format!("{c}: summary"),
+                &format!("noisy neighbour · {l}"),
+                "retention",
+            );
+            figure(
+                &rs,
+                "neighbours",
+                &format!("{c}: summary"),
+                &format!("3 hosts · {l}"),
+                "jain",
+            );
+            // The noisy host has two clients of 50 users.
+            assert_eq!(
+                figure(
+                    &rs,
+                    "neighbours",
+                    &format!("{c}: noisy neighbour"),
+                    &format!("site2 · {l}"),
+                    "users"
+                )
+                .median,
+                100.0
+            );
+        }
+    }
+    // With the cap, PHP's tenants were throttled by their cgroups.
+    let throttled: f64 = ["1 host", "2 hosts", "3 hosts"]
+        .iter()
+        .map(|t| {
+            figure(
+                &rs,
+                "neighbours",
+                &format!("php: {t}"),
+                "site1 · cpu 25%",
+                "throttled_periods",
+            )
+            .median
+        })
+        .sum();
+    assert!(throttled > 0.0, "PHP under a 25% cap was never throttled");
+
+    nothing_left(&env, pid);
+    for t in ["corral-demo1", "corral-demo2", "corral-t1"] {
+        let p = home_of(t).join(format!(".corral-bench-{pid}"));
+        assert!(!p.exists(), "{} left", p.display());
+    }
+    let fpm = processes_mentioning(&format!(".corral-bench-{pid}/"));
+    assert!(fpm.is_empty(), "PHP-FPM left: {fpm:?}");
+}
