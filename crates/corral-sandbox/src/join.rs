@@ -148,3 +148,83 @@ fn wait_code(pid: Pid) -> Result<i32, JoinError> {
         }
     }
 }
+
+/// Self-pipe for signals to forward while a spawn through the init runs.
+static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn to_pipe(sig: libc::c_int) {
+    let fd = SIGNAL_PIPE.load(Ordering::Relaxed);
+    if fd >= 0 {
+        let b = sig as u8;
+        // SAFETY: write(2) of one byte from the stack is async-signal-safe.
+        unsafe { libc::write(fd, (&b as *const u8).cast(), 1) };
+    }
+}
+
+/// Run a command as a spawn of the tenant's init, with this process's
+/// stdin/stdout/stderr, and wait for it. The init's child is born inside
+/// every namespace and the cgroup already, with the seccomp filter
+/// inherited: no cgroup migration (on cgroup v1 each cgroup.procs write
+/// costs about 2 ms: the kernel waits for an RCU grace period), no setns,
+/// no filter compilation in this process. Measured faster than the setns
+/// join, so `corral run` uses it unless it needs the caller's terminal as a
+/// controlling terminal or extra fds (then [`run`] joins with setns).
+pub fn run_via_init(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinError> {
+    use crate::client::Client;
+    use crate::proto::{Reply, Request, SpawnRequest};
+    let dir = layout.tenant(&t.state.tenant);
+    let _slot = entry(layout, t)?;
+    let env = environment(&t.plan, std::env::vars(), &opts.env);
+    let cwd = opts.cwd.clone().unwrap_or_else(|| t.plan.workdir.to_string_lossy().into_owned());
+    let client = Client::connect(&dir.control()).map_err(|e| JoinError::Other(format!("connect to {}: {e}", dir.control().display())))?;
+    let req = SpawnRequest { argv: opts.argv.clone(), env, cwd, timeout_ms: 0, detach: false, nfds: 3 };
+    let (sig_r, sig_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK).map_err(|e| JoinError::Other(format!("pipe: {e}")))?;
+    SIGNAL_PIPE.store(std::os::fd::AsRawFd::as_raw_fd(&sig_w), Ordering::Relaxed);
+    for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGQUIT, Signal::SIGUSR1, Signal::SIGUSR2] {
+        // SAFETY: `to_pipe` only calls write(2), which is async-signal-safe.
+        unsafe { signal::signal(s, SigHandler::Handler(to_pipe)) }.ok();
+    }
+    let reply = client.call(&Request::Spawn(req), &[0, 1, 2]).map_err(|e| JoinError::Other(format!("spawn request: {e}")))?;
+    let pid = match reply {
+        Reply::Spawned { pid } => pid,
+        Reply::Failed { step, errno } => {
+            let errno = nix::errno::Errno::from_raw(errno);
+            return Err(if step.contains("not found") {
+                JoinError::Spawn(SpawnError::NotFound(opts.argv.first().cloned().unwrap_or_default()))
+            } else {
+                JoinError::Spawn(SpawnError::Child { step: if step == "exec" { "exec" } else { "start" }, errno })
+            });
+        }
+        other => return Err(JoinError::Other(format!("unexpected answer from the tenant init: {other:?}"))),
+    };
+    loop {
+        let mut fds = [
+            nix::poll::PollFd::new(std::os::fd::AsFd::as_fd(&sig_r), nix::poll::PollFlags::POLLIN),
+            // SAFETY: the client's socket outlives this poll.
+            nix::poll::PollFd::new(unsafe { std::os::fd::BorrowedFd::borrow_raw(client.fd()) }, nix::poll::PollFlags::POLLIN),
+        ];
+        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::NONE) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(JoinError::Other(format!("poll: {e}"))),
+        }
+        let sig_ready = fds[0].revents().is_some_and(|r| !r.is_empty());
+        let sock_ready = fds[1].revents().is_some_and(|r| !r.is_empty());
+        if sig_ready {
+            let mut b = [0u8; 16];
+            if let Ok(n) = nix::unistd::read(std::os::fd::AsRawFd::as_raw_fd(&sig_r), &mut b) {
+                for s in &b[..n] {
+                    let _ = client.send(&Request::Signal { pid, signal: i32::from(*s) }, &[]);
+                }
+            }
+        }
+        if sock_ready {
+            match client.recv() {
+                Ok(Reply::Exited { code: Some(c), .. }) => return Ok(c),
+                Ok(Reply::Exited { signal: Some(s), .. }) => return Ok(128 + s),
+                Ok(Reply::Exited { .. }) => return Ok(128),
+                Ok(_) => {} // answers to Signal requests
+                Err(e) => return Err(JoinError::Other(format!("the tenant init went away: {e}"))),
+            }
+        }
+    }
+}

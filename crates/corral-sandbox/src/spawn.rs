@@ -201,6 +201,33 @@ impl<'a> Exec<'a> {
                 libc::_exit(127)
             }
         };
+        // A clean signal state for the tenant's program: the init blocks the
+        // signals it reads through its signalfd, Rust programs ignore SIGPIPE,
+        // callers may ignore others; all of it would be inherited across exec.
+        // SAFETY: sigset operations on stack memory and signal(2) with
+        // SIG_DFL are async-signal-safe.
+        unsafe {
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            // Ignored dispositions survive exec: reset every signal (whatever
+            // the caller of corral ignored must not leak into the tenant).
+            // The raw syscall: glibc's wrappers refuse its internal signals
+            // (32, 33), which a caller may still have left ignored.
+            #[repr(C)]
+            struct KernelSigaction {
+                handler: usize,
+                flags: u64,
+                restorer: usize,
+                mask: u64,
+            }
+            let dfl = KernelSigaction { handler: libc::SIG_DFL, flags: 0, restorer: 0, mask: 0 };
+            for sig in 1..=64 {
+                if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                    libc::syscall(libc::SYS_rt_sigaction, sig, &dfl as *const KernelSigaction, std::ptr::null_mut::<KernelSigaction>(), 8usize);
+                }
+            }
+        }
         for fd in &self.cgroup_procs {
             // SAFETY: writing a static buffer to an fd opened before fork.
             if unsafe { libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) } < 0 {

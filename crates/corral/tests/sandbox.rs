@@ -426,3 +426,22 @@ fn isolation_attempts_fail() {
     assert_eq!(l[4], "NoNewPrivs: 1");
     assert_eq!(l[5], "nosuid", "setuid binaries can't raise privileges: {out}");
 }
+
+#[test]
+fn tenant_programs_start_with_a_clean_signal_state() {
+    let env = Env::new();
+    env.default_profile_with("");
+    let script = "grep -E '^(SigBlk|SigIgn)' /proc/self/status | tr -s '\\t' ' '";
+    // Through the init (the default path) and through the setns join.
+    for setns in [false, true] {
+        let mut c = env.cmd();
+        c.args(["run", T1, "--", "/bin/sh", "-c", script]).stdin(std::process::Stdio::null());
+        if setns {
+            c.env("CORRAL_RUN_SETNS", "1");
+        }
+        let o = c.output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(out.trim(), "SigBlk: 0000000000000000\nSigIgn: 0000000000000000", "setns={setns}: no blocked or ignored signals (SIGPIPE included): {out}");
+    }
+    assert_eq!(env.run(&["run", T1, "--", "/bin/sh", "-c", "kill -TERM $$"]).status.code(), Some(128 + 15));
+}

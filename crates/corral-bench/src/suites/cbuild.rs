@@ -35,6 +35,14 @@ pub const CGI_EXEC: Source = Source {
     extra: &[],
 };
 
+/// The minimal static join wrapper: setns, fork, exec (join suite's floor).
+pub const JOINWRAP: Source = Source {
+    name: "joinwrap",
+    text: include_str!("../../../../bench/c/joinwrap.c"),
+    static_link: true,
+    extra: &[],
+};
+
 /// UnixBench-like workloads (micro suite). Dynamically linked, like the
 /// UnixBench binaries, so Execl Throughput includes the dynamic loader.
 pub const UBENCH: Source = Source {

@@ -16,6 +16,8 @@ pub mod mode {
     pub const CORRAL_RUN: &str = "corral-run";
     pub const CORRAL: &str = "corral";
     pub const NSENTER: &str = "nsenter-join";
+    /// bench/c/joinwrap.c: setns + fork + exec, the floor for a wrapper.
+    pub const C_WRAPPER: &str = "c-wrapper";
     pub const BUBBLEWRAP: &str = "bubblewrap";
     pub const GATEWAY: &str = "corral-gateway";
 }

@@ -237,6 +237,17 @@ fn contenders(ctx: &mut Ctx, t: &crate::suites::env::Tenant) -> Result<Vec<Conte
     let mut run = contenders::corral_run(&ctx.env, t, None);
     run.push(prog.clone());
     cs.push(Contender::new(mode::CORRAL_RUN, run, false, false));
+    // The floor for any wrapper: a static C program that only setns()es into
+    // the same persisted files, drops to the tenant, forks and execs.
+    let wrap = crate::suites::cbuild::compile(&ctx.cc, &crate::suites::cbuild::JOINWRAP, &ctx.work_dir("join-bin")?)?;
+    let mut cw = vec![wrap.display().to_string(), t.uid.to_string(), t.gid.to_string()];
+    let ns_dir = ctx.env.ns_dir(&t.name);
+    for name in ctx.env.namespaces(&t.name)? {
+        cw.push(ns_dir.join(name).display().to_string());
+    }
+    cw.push("--".into());
+    cw.push(prog.clone());
+    cs.push(Contender::new(mode::C_WRAPPER, cw, false, false));
     let mut ns = contenders::nsenter_join(&ctx.env, &nsenter, &setpriv, t, Some(&t.home))?;
     ns.push(prog.clone());
     cs.push(Contender::new(mode::NSENTER, ns, false, true));

@@ -50,7 +50,16 @@ pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
         return detach(ctx, &t, &a, env);
     }
     let opts = RunOptions { argv: a.command, cwd: a.cwd, env, preserve_fds: i32::from(a.preserve_fds) };
-    match join::run(&ctx.layout, &t, &opts) {
+    // Spawning through the init is the faster path (see join::run_via_init);
+    // an interactive terminal or extra fds need the setns join instead.
+    // SAFETY: isatty only queries fd 0.
+    let interactive = unsafe { libc::isatty(0) } == 1;
+    let result = if interactive || opts.preserve_fds > 0 || std::env::var_os("CORRAL_RUN_SETNS").is_some() {
+        join::run(&ctx.layout, &t, &opts)
+    } else {
+        join::run_via_init(&ctx.layout, &t, &opts)
+    };
+    match result {
         Ok(code) => Ok(code),
         Err(e @ JoinError::EntryLimit { .. }) => {
             eprintln!("corral: {e}");
