@@ -208,6 +208,7 @@ fn scale_smoke_is_complete_and_leaves_nothing_behind() {
         "tmpfs_kib",
         "total_kib",
         "used_kib",
+        "host_mounts",
     ] {
         figure(&rs, "scale", "memory", mode, f);
     }

@@ -212,6 +212,10 @@ const NEIGHBOURS_COLUMNS: &[Column] = &[
         header: "throttled",
     },
     Column::Figure {
+        figure: "client_cpu_pct",
+        header: "client CPU %",
+    },
+    Column::Figure {
         figure: "total_trans_per_s",
         header: "total trans/s",
     },
@@ -230,6 +234,10 @@ const NEIGHBOURS_COLUMNS: &[Column] = &[
     Column::Figure {
         figure: "server_cpu_busy",
         header: "server CPU busy %",
+    },
+    Column::Figure {
+        figure: "client_cpu_busy",
+        header: "client CPU busy %",
     },
     Column::Figure {
         figure: "nginx_cpu_pct",
@@ -301,6 +309,10 @@ const SCALE_COLUMNS: &[Column] = &[
     Column::Figure {
         figure: "used_kib",
         header: "MemAvailable drop KiB",
+    },
+    Column::Figure {
+        figure: "host_mounts",
+        header: "host mounts per tenant",
     },
 ];
 

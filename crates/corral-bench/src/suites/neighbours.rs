@@ -77,6 +77,8 @@ pub mod fig {
     pub const CPU_STEAL: &str = "cpu_steal";
     pub const CPU_IDLE: &str = "cpu_idle";
     pub const SERVER_BUSY: &str = "server_cpu_busy";
+    pub const CLIENT_BUSY: &str = "client_cpu_busy";
+    pub const CLIENT_CPU: &str = "client_cpu_pct";
     pub const NGINX_CPU: &str = "nginx_cpu_pct";
     pub const TENANTS_CPU: &str = "tenants_cpu_pct";
     pub const MEM_USED: &str = "mem_used_mib";
@@ -168,6 +170,9 @@ impl Limits {
 /// this much (percent of one CPU).
 const MIN_SHARE_BASE: f64 = 1.0;
 
+/// Client CPU busy (percent) from which a test is noted as client-bound.
+const CLIENT_SATURATED: f64 = 90.0;
+
 /// Default CPU cap per tenant with limits, percent of one CPU.
 pub const DEFAULT_CPU_LIMIT: u32 = 25;
 
@@ -210,6 +215,8 @@ fn three_tenants(configured: &[Tenant]) -> Result<Vec<Tenant>> {
 struct Measured {
     /// Per site index: its clients' runs.
     hosts: BTreeMap<usize, Vec<ClientRun>>,
+    /// Per site index: CPU seconds its clients (h2load) used.
+    client_cpu: BTreeMap<usize, f64>,
     server: sample::ServerSample,
     nginx_cpu_pct: f64,
     /// Per tenant: CPU % of one CPU, throttled periods.
@@ -286,22 +293,35 @@ fn run_with(ctx: &mut Ctx, tenants: &[Tenant]) -> Result<()> {
     let mut got: BTreeMap<(Content, &'static str, Limits), Measured> = BTreeMap::new();
     let modes = [Limits::None, cap];
     let mut k = 0;
-    for c in Content::ALL {
+    // A failure or Ctrl-C stops the loop; what was measured is still reported.
+    let mut stopped = None;
+    'all: for c in Content::ALL {
         for test in tests(sizes) {
             for i in 0..2 {
                 // Alternate which mode goes first, so drifts hit both alike.
                 let l = modes[(k + i) % 2];
-                sys::check_interrupt()?;
-                stage.overrides.apply(&ctx.env, &stage.sites, l)?;
-                let m = run_test(ctx, &stage, c, &test, sizes.duration_s, l)?;
-                got.insert((c, test.name, l), m);
+                let r = sys::check_interrupt()
+                    .and_then(|()| stage.overrides.apply(&ctx.env, &stage.sites, l))
+                    .and_then(|()| run_test(ctx, &stage, c, &test, sizes.duration_s, l));
+                match r {
+                    Ok(m) => {
+                        got.insert((c, test.name, l), m);
+                    }
+                    Err(e) => {
+                        stopped = Some(e);
+                        break 'all;
+                    }
+                }
             }
             k += 1;
         }
     }
-    stage
-        .overrides
-        .apply(&ctx.env, &stage.sites, Limits::None)?;
+    if stopped.is_none() {
+        stopped = stage
+            .overrides
+            .apply(&ctx.env, &stage.sites, Limits::None)
+            .err();
+    }
     let Stage {
         sites, nginx, nets, ..
     } = stage;
@@ -323,7 +343,7 @@ fn run_with(ctx: &mut Ctx, tenants: &[Tenant]) -> Result<()> {
     ctx.results.add_note(
         "neighbours: static pages are served by the shared nginx on the host, outside every tenant's cgroup: tenant CPU limits cannot shape them; PHP runs in the tenants' cgroups",
     );
-    Ok(())
+    stopped.map_or(Ok(()), Err)
 }
 
 /// Before any load: every site answers its static page and its PHP page
@@ -383,6 +403,7 @@ fn check(ctx: &mut Ctx, stage: &Stage) -> Result<()> {
         c.args(&argv[1..]);
         let limit = Duration::from_secs(20);
         let f = sys::run_bounded(&mut c, limit, Output::Capture)?;
+        sys::check_interrupt()?;
         match h2load::parse_summary(&f.stdout) {
             Ok(s) if s.failure().is_none() && s.requests.succeeded == 2 => {}
             Ok(s) => {
@@ -442,7 +463,7 @@ fn run_test(
     for r in running {
         finished.push(r.wait()?);
     }
-    let server = sampler.stop(stage.server_cpu);
+    let server = sampler.stop(stage.server_cpu, stage.client_cpu);
     let nginx_cpu_pct =
         (sample::tree_cpu_s(stage.nginx.pid) - nginx0) / server.wall_s.max(1e-9) * 100.0;
     let after = sample::tenant_counters(&ctx.env, &names)?;
@@ -450,6 +471,7 @@ fn run_test(
     sys::check_interrupt()?;
     let mut m = Measured {
         hosts: BTreeMap::new(),
+        client_cpu: BTreeMap::new(),
         server,
         nginx_cpu_pct,
         tenant_cpu: BTreeMap::new(),
@@ -467,6 +489,7 @@ fn run_test(
         );
     }
     for ((site, spec), f) in specs.iter().zip(&finished) {
+        *m.client_cpu.entry(*site).or_default() += f.cpu.as_secs_f64();
         match load::parse_client(spec.users, &f.stdout, &spec.log) {
             Ok(run) => m.hosts.entry(*site).or_default().push(run),
             Err(e) => m.notes.push(format!(
@@ -543,6 +566,7 @@ impl Overrides {
         let limit = Duration::from_secs(30);
         let f = sys::run_bounded(&mut c, limit, Output::Capture)?;
         if !f.success() {
+            sys::check_interrupt()?; // killed by Ctrl-C: not a failure
             return Err(BenchError::suite(
                 "neighbours",
                 format!("corral limits reload: {}", f.describe(limit)),
@@ -624,6 +648,10 @@ fn push_rows(
                     } else {
                         rates.push(0.0);
                     }
+                    if let Some(cs) = m.client_cpu.get(&site) {
+                        let pct = cs / sizes.duration_s.max(1) as f64 * 100.0;
+                        smp.push(fig::CLIENT_CPU, "%", Lower, pct);
+                    }
                     if let Some(&(pct, thr)) = m.tenant_cpu.get(&s.tenant.name) {
                         smp.push(fig::TENANT_CPU, "%", Higher, pct);
                         // A share of next to nothing (static pages: nginx
@@ -662,6 +690,10 @@ fn push_rows(
                 if let Some(s) = sv.server {
                     smp.push(fig::SERVER_BUSY, "%", Lower, 100.0 - s.idle - s.iowait);
                 }
+                let client_busy = sv.client.map(|s| 100.0 - s.idle - s.iowait);
+                if let Some(b) = client_busy {
+                    smp.push(fig::CLIENT_BUSY, "%", Lower, b);
+                }
                 smp.push(fig::NGINX_CPU, "%", Lower, m.nginx_cpu_pct);
                 smp.push(fig::TENANTS_CPU, "%", Lower, total_cpu);
                 if let Some(mem) = sv.mem_used_mib {
@@ -670,6 +702,11 @@ fn push_rows(
                 let mut row = smp.into_row(SUITE, &test_name(c, SUMMARY), &mode_name(test.name, l));
                 for n in m.notes {
                     row = row.with_note(n);
+                }
+                if let Some(b) = client_busy.filter(|b| *b >= CLIENT_SATURATED) {
+                    row = row.with_note(format!(
+                        "the clients' CPU was {b:.0} % busy: the load was limited by the clients as much as by the server"
+                    ));
                 }
                 summary.push(row);
             }
@@ -732,6 +769,9 @@ pub fn headline(rs: &ResultSet) -> Vec<[String; 5]> {
             let avail = victim.and_then(|r| r.median(siege::fig::AVAILABILITY));
             let j3 = sum("3 hosts").and_then(|r| r.median(fig::JAIN));
             let jn = sum(NOISY).and_then(|r| r.median(fig::JAIN));
+            if ret.is_none() && avail.is_none() && j3.is_none() && jn.is_none() {
+                continue; // not measured (interrupted)
+            }
             let val = match ret {
                 Some(r) => format!("victim keeps {} of its rate", fmt_ratio(r)),
                 None => "victim: no result".into(),
@@ -829,6 +869,7 @@ mod tests {
                 .into_iter()
                 .map(|(i, r)| (i, r.into_iter().map(run).collect()))
                 .collect(),
+            client_cpu: BTreeMap::new(),
             server: sample::ServerSample::default(),
             nginx_cpu_pct: 10.0,
             tenant_cpu: [("a".to_string(), (30.0, 0)), ("b".to_string(), (10.0, 5))]

@@ -58,6 +58,7 @@ pub mod fig {
     pub const TMPFS_KIB: &str = "tmpfs_kib";
     pub const TOTAL_KIB: &str = "total_kib";
     pub const USED_KIB: &str = "used_kib";
+    pub const HOST_MOUNTS: &str = "host_mounts";
 }
 
 /// Tenant counts per level.
@@ -188,15 +189,25 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     let mut rng = Rng::new();
     let mut first_join: Option<f64> = None;
     let mut results = Vec::new();
+    // A failure or Ctrl-C stops the sizes; what was measured is still reported.
+    let mut stopped = None;
     for &n in &sizes {
-        sys::check_interrupt()?;
-        let r = measure(
-            ctx,
-            &env,
-            &pool.users[..n],
-            (&reference, &ref_tenant),
-            &mut rng,
-        )?;
+        let r = sys::check_interrupt().and_then(|()| {
+            measure(
+                ctx,
+                &env,
+                &pool.users[..n],
+                (&reference, &ref_tenant),
+                &mut rng,
+            )
+        });
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                stopped = Some(e);
+                break;
+            }
+        };
         ctx.progress.step_done(&format!(
             "scale {n} tenants: join {:.2} ms (1-tenant reference {:.2} ms), {:.0} KiB/tenant, up {:.1} ms/tenant, down {:.1} ms/tenant",
             r.join_median, r.ref_median, r.total_kib, r.up_ms_per_tenant, r.down_ms_per_tenant
@@ -221,7 +232,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         t.elapsed().as_secs_f64()
     ));
     push_rows(&mut ctx.results, level, results, first_join);
-    Ok(())
+    stopped.map_or(Ok(()), Err)
 }
 
 /// What one size measured.
@@ -256,6 +267,7 @@ fn corral(env: &BenchEnv, args: &[&str], limit: Duration) -> Result<Duration> {
     c.args(args);
     let f = sys::run_bounded(&mut c, limit, Output::Capture)?;
     if !f.success() {
+        sys::check_interrupt()?; // killed by Ctrl-C: not a failure
         let shown: Vec<&str> = args.iter().copied().take(4).collect();
         return Err(BenchError::suite(
             "scale",
@@ -442,6 +454,7 @@ fn push_rows(
             m.push(fig::KERNEL_KIB, "KiB", Lower, mem.kernel_kib);
             m.push(fig::TMPFS_KIB, "KiB", Lower, mem.tmpfs_kib);
             m.push(fig::USED_KIB, "KiB", Lower, mem.used_kib);
+            m.push(fig::HOST_MOUNTS, "count", Lower, mem.host_mounts);
             let fields: Vec<String> = mem
                 .fields
                 .iter()

@@ -85,14 +85,11 @@ pub fn bench(ctx: &Ctx, cmd: BenchCmd) -> anyhow::Result<i32> {
         corral: std::env::current_exe()?,
         tenants: a.tenants.clone(),
         json: ctx.json,
-        // A sibling of the state dir, not inside it: the state dir is private
-        // (0700, it holds control sockets), while tenants and the web server
-        // must reach the benchmark's work files.
-        state_base: {
-            let sd = &ctx.layout.state_dir;
-            let name = format!("{}-bench", sd.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "corral".into()));
-            sd.with_file_name(name)
-        },
+        // Not inside the state dir: that one is private (0700, it holds
+        // control sockets), while tenants and the web server must reach the
+        // benchmark's work files. Short, because unix socket paths are
+        // limited to 107 bytes; every run gets its own directory below it.
+        state_base: std::path::PathBuf::from("/run/corral-bench"),
         cgroup_base: ctx.cgroup_parent.clone(),
         default_profile: corral_profile::DEFAULT_PROFILE.to_string(),
         cpu_limit: a.cpu_limit,

@@ -130,6 +130,7 @@ impl ClientNets {
         if f.success() {
             Ok(())
         } else {
+            sys::check_interrupt()?; // killed by Ctrl-C: not a failure
             Err(BenchError::suite(
                 "neighbours",
                 format!("ip {}: {}", args.join(" "), f.describe(IP_LIMIT)),

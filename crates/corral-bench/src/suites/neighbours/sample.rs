@@ -163,6 +163,9 @@ pub struct ServerSample {
     pub all: CpuPercent,
     /// The server CPU (nginx, PHP), when pinned.
     pub server: Option<CpuPercent>,
+    /// The clients' CPU, when pinned: near 100 % busy means the load was
+    /// limited by the clients, not the server.
+    pub client: Option<CpuPercent>,
     pub mem_used_mib: Option<f64>,
     pub wall_s: f64,
 }
@@ -195,7 +198,7 @@ impl Sampler {
         }
     }
 
-    pub fn stop(mut self, server_cpu: Option<usize>) -> ServerSample {
+    pub fn stop(mut self, server_cpu: Option<usize>, client_cpu: Option<usize>) -> ServerSample {
         let end = read_stat();
         let wall_s = self.started.elapsed().as_secs_f64();
         self.stop.store(true, Ordering::SeqCst);
@@ -203,11 +206,13 @@ impl Sampler {
             let _ = t.join();
         }
         let mem = self.mem.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let server =
-            server_cpu.and_then(|c| Some(cpu_percent(self.start.1.get(c)?, end.1.get(c)?)));
+        let one = |cpu: Option<usize>| {
+            cpu.and_then(|c| Some(cpu_percent(self.start.1.get(c)?, end.1.get(c)?)))
+        };
         ServerSample {
             all: cpu_percent(&self.start.0, &end.0),
-            server,
+            server: one(server_cpu),
+            client: one(client_cpu),
             mem_used_mib: (!mem.is_empty())
                 .then(|| mem.iter().sum::<u64>() as f64 / mem.len() as f64 / (1024.0 * 1024.0)),
             wall_s,
@@ -258,6 +263,7 @@ pub fn tenant_counters(
         let limit = Duration::from_secs(20);
         let f = sys::run_bounded(&mut c, limit, Output::Capture)?;
         if !f.success() {
+            sys::check_interrupt()?; // killed by Ctrl-C: not a failure
             return Err(BenchError::suite(
                 "neighbours",
                 format!("corral stats {t}: {}", f.describe(limit)),

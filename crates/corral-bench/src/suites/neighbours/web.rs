@@ -135,6 +135,7 @@ pub fn start_fpm(env: &BenchEnv, site: &Site, php_fpm: &Path) -> Result<()> {
     let limit = Duration::from_secs(30);
     let f = sys::run_bounded(&mut c, limit, Output::Capture)?;
     if !f.success() {
+        sys::check_interrupt()?; // killed by Ctrl-C: not a failure
         return Err(BenchError::suite(
             "neighbours",
             format!(

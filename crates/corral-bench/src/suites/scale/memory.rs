@@ -43,6 +43,8 @@ pub fn parse_smaps_rollup(text: &str) -> Option<(u64, u64)> {
 pub struct Snapshot {
     pub meminfo: BTreeMap<String, u64>,
     pub slab: BTreeMap<String, u64>,
+    /// Mounts in the host's mount namespace (lines of /proc/self/mountinfo).
+    pub mounts: usize,
 }
 
 /// `/proc/meminfo` fields counted as the kernel's share of a tenant.
@@ -63,6 +65,9 @@ pub fn snapshot() -> Snapshot {
             &std::fs::read_to_string("/proc/slabinfo").unwrap_or_default(),
             page,
         ),
+        mounts: std::fs::read_to_string("/proc/self/mountinfo")
+            .map(|m| m.lines().count())
+            .unwrap_or(0),
     }
 }
 
@@ -81,6 +86,8 @@ pub struct PerTenant {
     pub fields: Vec<(String, f64)>,
     /// The slab caches that grew most, KiB per tenant, largest first.
     pub top_slabs: Vec<(String, f64)>,
+    /// Mounts added to the host's mount namespace per tenant.
+    pub host_mounts: f64,
 }
 
 fn delta(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>, k: &str) -> f64 {
@@ -123,6 +130,7 @@ pub fn per_tenant(before: &Snapshot, after: &Snapshot, n: usize) -> PerTenant {
         used_kib: kib(used(&after.meminfo) - used(&before.meminfo)),
         fields,
         top_slabs,
+        host_mounts: (after.mounts as f64 - before.mounts as f64) / n,
     }
 }
 
@@ -179,6 +187,7 @@ dentry             90000  91000    192   21    1 : tunables    0    0    0 : sla
             .map(|(k, v)| (k.to_string(), v))
             .collect(),
             slab: [("mnt_cache".to_string(), slab)].into_iter().collect(),
+            mounts: (slab >> 20) as usize,
         };
         let a = snap(10 << 20, 1 << 20, 1 << 20, 900_000_000);
         // 100 tenants: +10 MiB slab, +1.5625 MiB stacks, +1 MiB tmpfs.
@@ -193,5 +202,6 @@ dentry             90000  91000    192   21    1 : tunables    0    0    0 : sla
         assert!((p.tmpfs_kib - 10.24).abs() < 1e-9, "{p:?}");
         assert!((p.used_kib - 13_000_000.0 / 1024.0 / 100.0).abs() < 1e-9);
         assert_eq!(p.top_slabs[0].0, "mnt_cache");
+        assert!((p.host_mounts - 0.1).abs() < 1e-9, "{p:?}");
     }
 }

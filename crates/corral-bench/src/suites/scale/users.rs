@@ -65,6 +65,7 @@ fn run(mut c: Command, what: &str) -> Result<()> {
     if f.success() {
         Ok(())
     } else {
+        sys::check_interrupt()?; // killed by Ctrl-C: not a failure
         Err(BenchError::suite(
             "scale",
             format!("{what}: {}", f.describe(LIMIT)),
