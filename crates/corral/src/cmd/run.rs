@@ -99,6 +99,7 @@ fn detach(ctx: &Ctx, t: &Target, a: &RunArgs, extra: Vec<(String, String)>) -> a
             }
             Ok(0)
         }
+        Reply::Failed { step, errno: 0 } => anyhow::bail!("{}: {step}", t.state.tenant),
         Reply::Failed { step, errno } => anyhow::bail!("{}: {step}: {}", t.state.tenant, nix::errno::Errno::from_raw(errno)),
         other => anyhow::bail!("unexpected answer from the tenant init: {other:?}"),
     }
