@@ -291,11 +291,9 @@ impl<'a> Exec<'a> {
         if let Err(errno) = self.enter_cwd() {
             fail(Step::Chdir, errno);
         }
-        // Every fd >= 3 we inherited closes at exec (the error pipe included,
-        // which is how the parent learns that exec succeeded).
-        if let Err(errno) = corral_security::fds::cloexec_fds_from(3 + self.preserve_fds) {
-            fail(Step::Security, errno);
-        }
+        // apply_in_child marked every fd >= 3 close-on-exec (the error pipe
+        // included, which is how the parent learns that exec succeeded);
+        // only the preserved ones are opened up again.
         for fd in (3..3 + self.preserve_fds).filter(|&fd| fd != errfd) {
             // SAFETY: fcntl on an fd number; a closed one just fails (EBADF).
             unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
