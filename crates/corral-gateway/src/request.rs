@@ -107,6 +107,9 @@ async fn run(shared: &Arc<Shared>, resp: &mut Response, params: Vec<Pair>, stdin
         cwd: p.script.dir.to_string_lossy().into_owned(),
         timeout_ms: remaining.as_millis() as u64,
         detach: false,
+        // No `Spawned`: output is streamed from the start; a script that
+        // could not be started ends with `Failed` instead of `Exited`.
+        announce: false,
         nfds: 3,
     };
     let label = format!("{tenant} {}", p.script.requested.display());
@@ -153,13 +156,6 @@ async fn execute(
     control.send(&Request::Spawn(req), &[in_r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()]).await.map_err(spawn_err)?;
     // The child holds its ends now; ours must go, or EOF never comes.
     drop((in_r, out_w, err_w));
-    match control.recv().await.map_err(spawn_err)? {
-        Reply::Spawned { .. } => {}
-        Reply::Failed { step, errno } => {
-            return Err(Failure::new(502, format!("could not start {}: {step}: {}", p.script.real.display(), nix::errno::Errno::from_raw(errno))))
-        }
-        other => return Err(Failure::new(502, format!("unexpected answer from the tenant init: {other:?}"))),
-    }
     let stdin_task = tokio::spawn(pump_stdin(in_w, stdin));
     let stderr_task = tokio::spawn(pump_stderr(err_r, label.to_string()));
     let stdout = pipe::Receiver::from_owned_fd(out_r).map_err(|e| Failure::new(500, format!("stdout pipe: {e}")))?;
@@ -286,6 +282,10 @@ async fn stream(
                 Ok(Reply::Exited { code, signal, timed_out, .. }) => {
                     exit = Some(Exit { code, signal, timed_out });
                     eof_by = Instant::now() + EXIT_WAIT;
+                }
+                // Never exec'd, so it wrote nothing: no head can have gone out.
+                Ok(Reply::Failed { step, errno }) => {
+                    return Err(Failure::new(502, format!("could not start the script: {step}: {}", nix::errno::Errno::from_raw(errno))));
                 }
                 Ok(other) => log::line(format_args!("[{label}] unexpected message from the tenant init: {other:?}")),
                 Err(e) => {

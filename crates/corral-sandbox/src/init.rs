@@ -36,6 +36,10 @@ struct Child {
     starting: Option<OwnedFd>,
     /// An exit seen while still `starting`, reported right after `Spawned`.
     early_exit: Option<(Option<i32>, Option<i32>)>,
+    /// The exec-status pipe of a spawn nobody asked to announce: not
+    /// polled, read once the child has exited (its write end is closed by
+    /// then), to tell `Failed` from `Exited`.
+    unannounced: Option<OwnedFd>,
     /// A detached service's requester, until it has been told `Spawned`.
     detached_conn: Option<u64>,
 }
@@ -44,6 +48,9 @@ struct Init {
     /// The tenants' seccomp filter, installed in the init after setup.
     filter: Option<corral_security::Filter>,
     security: corral_security::Prepared,
+    /// What a child must set back to SIG_DFL (the init's dispositions never
+    /// change after setup: it reads signals through a signalfd).
+    reset_signals: Vec<libc::c_int>,
     rlimits: Vec<(libc::c_int, u64, u64)>,
     devnull: OwnedFd,
     conns: HashMap<u64, OwnedFd>,
@@ -110,6 +117,13 @@ pub fn main() -> ! {
     init.serve(listener)
 }
 
+fn failed_reply(e: crate::spawn::SpawnError) -> Reply {
+    match e {
+        crate::spawn::SpawnError::Child { step, errno } => Reply::Failed { step: step.to_string(), errno: errno as i32 },
+        e => Reply::Failed { step: e.to_string(), errno: 0 },
+    }
+}
+
 fn send_setup(f: &mut std::fs::File, r: &SetupReply) -> std::io::Result<()> {
     let b = proto::encode(r);
     f.write_all(&(b.len() as u32).to_le_bytes())?;
@@ -137,12 +151,16 @@ fn prepare(setup: &mut std::fs::File, devnull: OwnedFd, recv_buf: Vec<u8>) -> Re
     let filter = corral_security::seccomp::build(&s.plan.seccomp).map_err(|e| e.to_string())?;
     let mut inherited = s.plan.seccomp.clone();
     inherited.enabled = false;
-    let security = corral_security::prepare(&inherited, s.plan.tenant.uid, s.plan.tenant.gid, &groups).map_err(|e| e.to_string())?;
+    let security = corral_security::prepare(&inherited, s.plan.tenant.uid, s.plan.tenant.gid, &groups)
+        .map_err(|e| e.to_string())?
+        .drop_bounding_set_for_children()
+        .map_err(|e| format!("drop the capability bounding set: {e}"))?;
     // /dev/null inside the sandbox if the profile has one (what spawned
     // processes get for missing stdio); else the host one we opened before.
     let devnull = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").map(OwnedFd::from).unwrap_or(devnull);
     Ok(Init {
         rlimits: limits.rlimits(),
+        reset_signals: crate::spawn::non_default_signals(),
         filter,
         security,
         devnull,
@@ -232,8 +250,13 @@ impl Init {
             // Only root on the host may drive the init.
             match getsockopt(&fd, sockopt::PeerCredentials) {
                 Ok(c) if c.uid() == 0 => {
-                    self.conns.insert(self.next_conn, fd);
+                    let id = self.next_conn;
+                    self.conns.insert(id, fd);
                     self.next_conn += 1;
+                    // Clients send their request right after connecting:
+                    // serve it in this wake-up (nothing there yet: EAGAIN,
+                    // and the poll loop picks it up later).
+                    self.handle(id);
                 }
                 _ => drop(fd),
             }
@@ -297,7 +320,7 @@ impl Init {
     fn spawn(&mut self, id: u64, req: &SpawnRequest, fds: Vec<OwnedFd>) -> Option<Reply> {
         let null = self.devnull.as_raw_fd();
         let stdio = [0, 1, 2].map(|i| Some(fds.get(i).map(|f| f.as_raw_fd()).unwrap_or(null)));
-        let spec = ExecSpec { argv: &req.argv, env: &req.env, cwd: &req.cwd, stdio, new_session: true, preserve_fds: 0, cgroup_procs: Vec::new() };
+        let spec = ExecSpec { argv: &req.argv, env: &req.env, cwd: &req.cwd, stdio, new_session: true, preserve_fds: 0, cgroup_procs: Vec::new(), reset_signals: Some(&self.reset_signals) };
         let exec = match Exec::prepare(&self.security, &self.rlimits, spec) {
             Ok(e) => e,
             Err(e) => return Some(Reply::Failed { step: e.to_string(), errno: 0 }),
@@ -306,9 +329,12 @@ impl Init {
             Ok((pid, status)) => {
                 self.spawned_total += 1;
                 let deadline = (req.timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(req.timeout_ms));
-                let child = Child { conn: (!req.detach).then_some(id), deadline, timed_out: false, starting: Some(status), early_exit: None, detached_conn: req.detach.then_some(id) };
+                let announce = req.announce || req.detach;
+                let (starting, unannounced) = if announce { (Some(status), None) } else { (None, Some(status)) };
+                let child = Child { conn: (!req.detach).then_some(id), deadline, timed_out: false, starting, early_exit: None, detached_conn: req.detach.then_some(id), unannounced };
                 self.children.insert(pid.as_raw(), child);
-                // The reply follows once the child has exec'd (exec_finished).
+                // The reply follows once the child has exec'd (exec_finished),
+                // or, unannounced, when it has exited.
                 None
             }
             Err(e) => Some(Reply::Failed { step: e.to_string(), errno: 0 }),
@@ -333,21 +359,26 @@ impl Init {
             }
             crate::spawn::ExecStatus::Failed(e) => {
                 self.children.remove(&pid);
-                let reply = match e {
-                    crate::spawn::SpawnError::Child { step, errno } => Reply::Failed { step: step.to_string(), errno: errno as i32 },
-                    e => Reply::Failed { step: e.to_string(), errno: 0 },
-                };
                 if let Some(id) = conn {
-                    self.reply(id, &reply);
+                    self.reply(id, &failed_reply(e));
                 }
             }
         }
     }
 
     fn signal(&mut self, id: u64, pid: i32, signal: i32) -> Reply {
+        let sig = Signal::try_from(signal).unwrap_or(Signal::SIGKILL);
+        if pid == 0 {
+            for (p, _) in self.children.iter().filter(|(_, c)| c.conn == Some(id)) {
+                // Its process group once it has one (setsid before exec).
+                if kill(Pid::from_raw(-p), sig).is_err() {
+                    let _ = kill(Pid::from_raw(*p), sig);
+                }
+            }
+            return Reply::Status(self.status());
+        }
         match self.children.get(&pid) {
             Some(c) if c.conn == Some(id) => {
-                let sig = Signal::try_from(signal).unwrap_or(Signal::SIGKILL);
                 let _ = kill(Pid::from_raw(-pid), sig);
                 Reply::Status(self.status())
             }
@@ -385,9 +416,13 @@ impl Init {
         }
         // Orphans re-parented to us are reaped too; only our own spawns report.
         if let Some(c) = self.children.remove(&pid) {
-            if let Some(id) = c.conn {
-                self.reply(id, &Reply::Exited { pid, code, signal, timed_out: c.timed_out });
-            }
+            let Some(id) = c.conn else { return };
+            let failed = match c.unannounced.as_ref().map(crate::spawn::exec_status) {
+                Some(crate::spawn::ExecStatus::Failed(e)) => Some(failed_reply(e)),
+                _ => None,
+            };
+            let reply = failed.unwrap_or(Reply::Exited { pid, code, signal, timed_out: c.timed_out });
+            self.reply(id, &reply);
         }
     }
 

@@ -97,7 +97,7 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
     drop(fds);
     let env = environment(&t.plan, std::env::vars(), &opts.env);
     let cwd = opts.cwd.clone().unwrap_or_else(|| t.plan.workdir.to_string_lossy().into_owned());
-    let spec = ExecSpec { argv: &opts.argv, env: &env, cwd: &cwd, stdio: [None; 3], new_session: false, preserve_fds: opts.preserve_fds, cgroup_procs: Vec::new() };
+    let spec = ExecSpec { argv: &opts.argv, env: &env, cwd: &cwd, stdio: [None; 3], new_session: false, preserve_fds: opts.preserve_fds, cgroup_procs: Vec::new(), reset_signals: None };
     let exec = Exec::prepare(&security, &rlimits, spec)?;
     let pid = exec.spawn()?;
     CHILD.store(pid.as_raw(), Ordering::Relaxed);
@@ -149,6 +149,16 @@ fn wait_code(pid: Pid) -> Result<i32, JoinError> {
     }
 }
 
+/// The error for a spawn the init reports as `Failed`.
+fn start_failed(argv: &[String], step: &str, errno: i32) -> JoinError {
+    let errno = nix::errno::Errno::from_raw(errno);
+    if step.contains("not found") {
+        JoinError::Spawn(SpawnError::NotFound(argv.first().cloned().unwrap_or_default()))
+    } else {
+        JoinError::Spawn(SpawnError::Child { step: if step == "exec" { "exec" } else { "start" }, errno })
+    }
+}
+
 /// Self-pipe for signals to forward while a spawn through the init runs.
 static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
 
@@ -176,27 +186,19 @@ pub fn run_via_init(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i3
     let _slot = entry(layout, t)?;
     let env = environment(&t.plan, std::env::vars(), &opts.env);
     let cwd = opts.cwd.clone().unwrap_or_else(|| t.plan.workdir.to_string_lossy().into_owned());
-    let client = Client::connect(&dir.control()).map_err(|e| JoinError::Other(format!("connect to {}: {e}", dir.control().display())))?;
-    let req = SpawnRequest { argv: opts.argv.clone(), env, cwd, timeout_ms: 0, detach: false, nfds: 3 };
+    let req = SpawnRequest { argv: opts.argv.clone(), env, cwd, timeout_ms: 0, detach: false, announce: false, nfds: 3 };
     let (sig_r, sig_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK).map_err(|e| JoinError::Other(format!("pipe: {e}")))?;
     SIGNAL_PIPE.store(std::os::fd::AsRawFd::as_raw_fd(&sig_w), Ordering::Relaxed);
     for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGQUIT, Signal::SIGUSR1, Signal::SIGUSR2] {
         // SAFETY: `to_pipe` only calls write(2), which is async-signal-safe.
         unsafe { signal::signal(s, SigHandler::Handler(to_pipe)) }.ok();
     }
-    let reply = client.call(&Request::Spawn(req), &[0, 1, 2]).map_err(|e| JoinError::Other(format!("spawn request: {e}")))?;
-    let pid = match reply {
-        Reply::Spawned { pid } => pid,
-        Reply::Failed { step, errno } => {
-            let errno = nix::errno::Errno::from_raw(errno);
-            return Err(if step.contains("not found") {
-                JoinError::Spawn(SpawnError::NotFound(opts.argv.first().cloned().unwrap_or_default()))
-            } else {
-                JoinError::Spawn(SpawnError::Child { step: if step == "exec" { "exec" } else { "start" }, errno })
-            });
-        }
-        other => return Err(JoinError::Other(format!("unexpected answer from the tenant init: {other:?}"))),
-    };
+    // Connect and send back to back: the init reads the request in the
+    // same wake-up in which it accepts the connection.
+    let client = Client::connect(&dir.control()).map_err(|e| JoinError::Other(format!("connect to {}: {e}", dir.control().display())))?;
+    // Unannounced: the init's only answer is the end (Exited), or Failed
+    // when the command could not be started.
+    client.send(&Request::Spawn(req), &[0, 1, 2]).map_err(|e| JoinError::Other(format!("spawn request: {e}")))?;
     loop {
         let mut fds = [
             nix::poll::PollFd::new(std::os::fd::AsFd::as_fd(&sig_r), nix::poll::PollFlags::POLLIN),
@@ -213,7 +215,7 @@ pub fn run_via_init(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i3
             let mut b = [0u8; 16];
             if let Ok(n) = nix::unistd::read(std::os::fd::AsRawFd::as_raw_fd(&sig_r), &mut b) {
                 for s in &b[..n] {
-                    let _ = client.send(&Request::Signal { pid, signal: i32::from(*s) }, &[]);
+                    let _ = client.send(&Request::Signal { pid: 0, signal: i32::from(*s) }, &[]);
                 }
             }
         }
@@ -222,6 +224,7 @@ pub fn run_via_init(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i3
                 Ok(Reply::Exited { code: Some(c), .. }) => return Ok(c),
                 Ok(Reply::Exited { signal: Some(s), .. }) => return Ok(128 + s),
                 Ok(Reply::Exited { .. }) => return Ok(128),
+                Ok(Reply::Failed { step, errno }) => return Err(start_failed(&opts.argv, &step, errno)),
                 Ok(_) => {} // answers to Signal requests
                 Err(e) => return Err(JoinError::Other(format!("the tenant init went away: {e}"))),
             }

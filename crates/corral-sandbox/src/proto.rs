@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// Bumped whenever a message changes shape; `corral up` refuses to talk to an
 /// init of another version (use `corral restart`).
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Largest message either side sends.
 pub const MAX_MESSAGE: usize = 64 * 1024;
 
@@ -22,6 +22,13 @@ pub struct SpawnRequest {
     pub timeout_ms: u64,
     /// A service: the init keeps it after the client goes away.
     pub detach: bool,
+    /// Reply `Spawned { pid }` as soon as the command has exec'd (always on
+    /// for `detach`). Without it the only reply is `Exited`, or `Failed` if
+    /// the command could not be started: one message and one wake-up less
+    /// per spawn for clients that only wait for the end (`corral run`, the
+    /// gateway); they signal their command with `Signal { pid: 0, .. }`.
+    #[serde(default)]
+    pub announce: bool,
     /// How many fds (stdin, stdout, stderr, in order) ride with the message;
     /// missing ones become /dev/null.
     pub nfds: u8,
@@ -30,7 +37,8 @@ pub struct SpawnRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Request {
     Spawn(SpawnRequest),
-    /// Send a signal to a process this connection spawned (pid in the sandbox).
+    /// Send a signal to a process this connection spawned (pid in the
+    /// sandbox), or with pid 0 to every one it spawned and is still running.
     Signal { pid: i32, signal: i32 },
     Status,
 }

@@ -94,6 +94,8 @@ pub struct Exec<'a> {
     /// stdin is the caller's controlling terminal and the caller is in the
     /// foreground: hand the terminal to the child's new process group.
     foreground_tty: bool,
+    /// Signals to set back to SIG_DFL in the child; None: all of them.
+    reset_signals: Option<Vec<libc::c_int>>,
 }
 
 fn cstr(s: &str) -> Result<CString, SpawnError> {
@@ -126,6 +128,10 @@ pub struct ExecSpec<'a> {
     pub new_session: bool,
     pub preserve_fds: i32,
     pub cgroup_procs: Vec<OwnedFd>,
+    /// The signals whose disposition differs from SIG_DFL in the forking
+    /// process, if it knows them ([`non_default_signals`], taken once by a
+    /// long-lived spawner); None resets every signal in the child.
+    pub reset_signals: Option<&'a [libc::c_int]>,
 }
 
 impl<'a> Exec<'a> {
@@ -154,6 +160,7 @@ impl<'a> Exec<'a> {
             preserve_fds: spec.preserve_fds,
             // SAFETY: isatty/tcgetpgrp/getpgrp only query; done before fork.
             foreground_tty: !spec.new_session && unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() },
+            reset_signals: spec.reset_signals.map(<[libc::c_int]>::to_vec),
         };
         e.argv_ptrs = e.argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
         e.envp_ptrs = e.envp.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
@@ -214,18 +221,13 @@ impl<'a> Exec<'a> {
             // the caller of corral ignored must not leak into the tenant).
             // The raw syscall: glibc's wrappers refuse its internal signals
             // (32, 33), which a caller may still have left ignored.
-            #[repr(C)]
-            struct KernelSigaction {
-                handler: usize,
-                flags: u64,
-                restorer: usize,
-                mask: u64,
-            }
             let dfl = KernelSigaction { handler: libc::SIG_DFL, flags: 0, restorer: 0, mask: 0 };
-            for sig in 1..=64 {
-                if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-                    libc::syscall(libc::SYS_rt_sigaction, sig, &dfl as *const KernelSigaction, std::ptr::null_mut::<KernelSigaction>(), 8usize);
-                }
+            let reset = |sig: libc::c_int| {
+                libc::syscall(libc::SYS_rt_sigaction, sig, &dfl as *const KernelSigaction, std::ptr::null_mut::<KernelSigaction>(), 8usize);
+            };
+            match &self.reset_signals {
+                Some(list) => list.iter().for_each(|&sig| reset(sig)),
+                None => (1..=64).filter(|&s| s != libc::SIGKILL && s != libc::SIGSTOP).for_each(reset),
             }
         }
         for fd in &self.cgroup_procs {
@@ -349,6 +351,31 @@ struct OpenHow {
 }
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
 const RESOLVE_IN_ROOT: u64 = 0x10;
+
+/// The kernel's struct sigaction (x86_64 layout; glibc's differs).
+#[repr(C)]
+struct KernelSigaction {
+    handler: usize,
+    flags: u64,
+    restorer: usize,
+    mask: u64,
+}
+
+/// The signals whose disposition in this process is not SIG_DFL (ignored,
+/// or caught): the only ones a child forked from here must reset before
+/// exec. The raw syscall, as in the child: glibc's wrapper refuses its
+/// internal signals (32, 33).
+pub fn non_default_signals() -> Vec<libc::c_int> {
+    (1..=64)
+        .filter(|&s| s != libc::SIGKILL && s != libc::SIGSTOP)
+        .filter(|&s| {
+            let mut old = KernelSigaction { handler: libc::SIG_DFL, flags: 0, restorer: 0, mask: 0 };
+            // SAFETY: querying only (act = NULL) into a struct on the stack.
+            let r = unsafe { libc::syscall(libc::SYS_rt_sigaction, s, std::ptr::null::<KernelSigaction>(), &mut old as *mut KernelSigaction, 8usize) };
+            r != 0 || old.handler != libc::SIG_DFL
+        })
+        .collect()
+}
 
 pub enum ExecStatus {
     /// End of file: the exec succeeded.

@@ -118,19 +118,18 @@ fn run(ctx: &Ctx, a: &CgiArgs) -> Result<i32, Fail> {
         cwd: checked.dir.to_string_lossy().into_owned(),
         timeout_ms: a.timeout.saturating_mul(1000),
         detach: false,
+        announce: false,
         nfds: 3,
     };
     let control = ctx.layout.tenant(&tenant).control();
     let c = Client::connect(&control).map_err(|e| fail(503, format!("connect to {}: {e}", control.display())))?;
     // Our own stdio goes to the script: the web server talks to it directly.
-    match c.call(&Request::Spawn(req), &[0, 1, 2]).map_err(|e| fail(502, format!("spawn through the tenant init: {e}")))? {
-        Reply::Spawned { .. } => {}
-        Reply::Failed { step, errno } => return Err(fail(502, format!("could not start {}: {step}: {}", checked.real.display(), nix::errno::Errno::from_raw(errno)))),
-        other => return Err(fail(502, format!("unexpected answer from the tenant init: {other:?}"))),
-    }
-    // From here on the script owns stdout: no error page can follow.
+    c.send(&Request::Spawn(req), &[0, 1, 2]).map_err(|e| fail(502, format!("spawn through the tenant init: {e}")))?;
+    // Unannounced: the one answer is Exited, or Failed if the script never
+    // started (then it wrote nothing and an error page can still be sent).
     loop {
         match c.recv() {
+            Ok(Reply::Failed { step, errno }) => return Err(fail(502, format!("could not start {}: {step}: {}", checked.real.display(), nix::errno::Errno::from_raw(errno)))),
             Ok(Reply::Exited { code, signal, timed_out, .. }) => {
                 if timed_out {
                     eprintln!("corral cgi: [{tenant} {}] killed after the {}s timeout", checked.requested.display(), a.timeout);

@@ -87,6 +87,7 @@ fn detach(ctx: &Ctx, t: &Target, a: &RunArgs, extra: Vec<(String, String)>) -> a
         cwd: a.cwd.clone().unwrap_or_else(|| t.plan.workdir.to_string_lossy().into_owned()),
         timeout_ms: 0,
         detach: true,
+        announce: true,
         nfds: 3,
     };
     let c = Client::connect(&dir.control()).map_err(|e| anyhow::anyhow!("connect to {}: {e}", dir.control().display()))?;
