@@ -95,7 +95,7 @@ pub struct Exec<'a> {
     /// foreground: hand the terminal to the child's new process group.
     foreground_tty: bool,
     /// Signals to set back to SIG_DFL in the child; None: all of them.
-    reset_signals: Option<Vec<libc::c_int>>,
+    reset_signals: Option<&'a [libc::c_int]>,
 }
 
 fn cstr(s: &str) -> Result<CString, SpawnError> {
@@ -136,7 +136,7 @@ pub struct ExecSpec<'a> {
 
 impl<'a> Exec<'a> {
     /// `security` is prepared once per sandbox (see `corral_security::prepare`).
-    pub fn prepare(security: &'a corral_security::Prepared, rlimits: &[(libc::c_int, u64, u64)], spec: ExecSpec<'_>) -> Result<Exec<'a>, SpawnError> {
+    pub fn prepare(security: &'a corral_security::Prepared, rlimits: &[(libc::c_int, u64, u64)], spec: ExecSpec<'a>) -> Result<Exec<'a>, SpawnError> {
         let prog = spec.argv.first().ok_or_else(|| SpawnError::NotFound(String::new()))?;
         let path_var = spec.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).unwrap_or("/usr/bin:/bin");
         let path = resolve(prog, path_var).ok_or_else(|| SpawnError::NotFound(prog.clone()))?;
@@ -160,7 +160,7 @@ impl<'a> Exec<'a> {
             preserve_fds: spec.preserve_fds,
             // SAFETY: isatty/tcgetpgrp/getpgrp only query; done before fork.
             foreground_tty: !spec.new_session && unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() },
-            reset_signals: spec.reset_signals.map(<[libc::c_int]>::to_vec),
+            reset_signals: spec.reset_signals,
         };
         e.argv_ptrs = e.argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
         e.envp_ptrs = e.envp.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
@@ -225,7 +225,7 @@ impl<'a> Exec<'a> {
             let reset = |sig: libc::c_int| {
                 libc::syscall(libc::SYS_rt_sigaction, sig, &dfl as *const KernelSigaction, std::ptr::null_mut::<KernelSigaction>(), 8usize);
             };
-            match &self.reset_signals {
+            match self.reset_signals {
                 Some(list) => list.iter().for_each(|&sig| reset(sig)),
                 None => (1..=64).filter(|&s| s != libc::SIGKILL && s != libc::SIGSTOP).for_each(reset),
             }
