@@ -4,7 +4,7 @@
 //! control socket until SIGTERM, when it kills everything in the sandbox.
 
 use crate::proto::{self, InitStatus, Reply, Request, SetupReply, SpawnRequest};
-use crate::spawn::{Exec, ExecSpec};
+use crate::spawn::{ChildStack, Exec, ExecSpec};
 use corral_profile::plan::Plan;
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -28,20 +28,10 @@ pub struct Setup {
 }
 
 struct Child {
+    /// The connection that gets its `Exited` (None: a detached service).
     conn: Option<u64>,
     deadline: Option<Instant>,
     timed_out: bool,
-    /// The exec-status pipe until the child has exec'd (or failed): the
-    /// client gets `Spawned` only then, and the init never blocks on it.
-    starting: Option<OwnedFd>,
-    /// An exit seen while still `starting`, reported right after `Spawned`.
-    early_exit: Option<(Option<i32>, Option<i32>)>,
-    /// The exec-status pipe of a spawn nobody asked to announce: not
-    /// polled, read once the child has exited (its write end is closed by
-    /// then), to tell `Failed` from `Exited`.
-    unannounced: Option<OwnedFd>,
-    /// A detached service's requester, until it has been told `Spawned`.
-    detached_conn: Option<u64>,
 }
 
 struct Init {
@@ -53,6 +43,8 @@ struct Init {
     reset_signals: Vec<libc::c_int>,
     rlimits: Vec<(libc::c_int, u64, u64)>,
     devnull: OwnedFd,
+    /// The stack every spawned child runs on until its exec.
+    stack: ChildStack,
     conns: HashMap<u64, OwnedFd>,
     children: HashMap<i32, Child>,
     next_conn: u64,
@@ -158,7 +150,9 @@ fn prepare(setup: &mut std::fs::File, devnull: OwnedFd, recv_buf: Vec<u8>) -> Re
     // /dev/null inside the sandbox if the profile has one (what spawned
     // processes get for missing stdio); else the host one we opened before.
     let devnull = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").map(OwnedFd::from).unwrap_or(devnull);
+    let stack = ChildStack::new().map_err(|e| format!("map the spawn stack: {e}"))?;
     Ok(Init {
+        stack,
         rlimits: limits.rlimits(),
         reset_signals: crate::spawn::non_default_signals(),
         filter,
@@ -182,16 +176,12 @@ impl Init {
         let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK).expect("signalfd");
         loop {
             let ids: Vec<u64> = self.conns.keys().copied().collect();
-            let starting: Vec<i32> = self.children.iter().filter(|(_, c)| c.starting.is_some()).map(|(p, _)| *p).collect();
             let timeout = self.next_deadline();
             let mut ready = Vec::new();
             {
                 let mut fds = vec![PollFd::new(sfd.as_fd(), PollFlags::POLLIN), PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
                 for id in &ids {
                     fds.push(PollFd::new(self.conns[id].as_fd(), PollFlags::POLLIN));
-                }
-                for pid in &starting {
-                    fds.push(PollFd::new(self.children[pid].starting.as_ref().expect("starting").as_fd(), PollFlags::POLLIN));
                 }
                 match poll(&mut fds, timeout) {
                     Ok(_) | Err(Errno::EINTR) => {}
@@ -215,13 +205,6 @@ impl Init {
             }
             if ready[1] {
                 self.accept(&listener);
-            }
-            // Exec results first: a reply to a connection must not wait
-            // behind new requests on it.
-            for (i, pid) in starting.iter().enumerate() {
-                if ready[2 + ids.len() + i] {
-                    self.exec_finished(*pid);
-                }
             }
             for (i, id) in ids.iter().enumerate() {
                 if ready[2 + i] {
@@ -325,44 +308,16 @@ impl Init {
             Ok(e) => e,
             Err(e) => return Some(Reply::Failed { step: e.to_string(), errno: 0 }),
         };
-        match exec.start() {
-            Ok((pid, status)) => {
+        match exec.spawn(&mut self.stack) {
+            Ok(pid) => {
                 self.spawned_total += 1;
                 let deadline = (req.timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(req.timeout_ms));
-                let announce = req.announce || req.detach;
-                let (starting, unannounced) = if announce { (Some(status), None) } else { (None, Some(status)) };
-                let child = Child { conn: (!req.detach).then_some(id), deadline, timed_out: false, starting, early_exit: None, detached_conn: req.detach.then_some(id), unannounced };
-                self.children.insert(pid.as_raw(), child);
-                // The reply follows once the child has exec'd (exec_finished),
-                // or, unannounced, when it has exited.
-                None
+                self.children.insert(pid.as_raw(), Child { conn: (!req.detach).then_some(id), deadline, timed_out: false });
+                // It has exec'd (spawn returns only then). Unannounced, the
+                // one reply is `Exited`, when it has exited.
+                (req.announce || req.detach).then_some(Reply::Spawned { pid: pid.as_raw() })
             }
-            Err(e) => Some(Reply::Failed { step: e.to_string(), errno: 0 }),
-        }
-    }
-
-    /// The exec-status pipe of `pid` is readable: tell its client.
-    fn exec_finished(&mut self, pid: i32) {
-        let Some(c) = self.children.get_mut(&pid) else { return };
-        let Some(status) = c.starting.take() else { return };
-        let conn = c.conn.or(c.detached_conn);
-        match crate::spawn::exec_status(&status) {
-            crate::spawn::ExecStatus::Execed => {
-                if let Some(id) = conn {
-                    self.reply(id, &Reply::Spawned { pid });
-                }
-                let c = self.children.get_mut(&pid).expect("still tracked");
-                c.detached_conn = None;
-                if let Some((code, signal)) = c.early_exit.take() {
-                    self.exited(pid, code, signal);
-                }
-            }
-            crate::spawn::ExecStatus::Failed(e) => {
-                self.children.remove(&pid);
-                if let Some(id) = conn {
-                    self.reply(id, &failed_reply(e));
-                }
-            }
+            Err(e) => Some(failed_reply(e)),
         }
     }
 
@@ -407,22 +362,9 @@ impl Init {
     }
 
     fn exited(&mut self, pid: i32, code: Option<i32>, signal: Option<i32>) {
-        // Not yet known to have exec'd: report after `Spawned` (or `Failed`).
-        if let Some(c) = self.children.get_mut(&pid) {
-            if c.starting.is_some() {
-                c.early_exit = Some((code, signal));
-                return;
-            }
-        }
         // Orphans re-parented to us are reaped too; only our own spawns report.
-        if let Some(c) = self.children.remove(&pid) {
-            let Some(id) = c.conn else { return };
-            let failed = match c.unannounced.as_ref().map(crate::spawn::exec_status) {
-                Some(crate::spawn::ExecStatus::Failed(e)) => Some(failed_reply(e)),
-                _ => None,
-            };
-            let reply = failed.unwrap_or(Reply::Exited { pid, code, signal, timed_out: c.timed_out });
-            self.reply(id, &reply);
+        if let Some(Child { conn: Some(id), timed_out, .. }) = self.children.remove(&pid) {
+            self.reply(id, &Reply::Exited { pid, code, signal, timed_out });
         }
     }
 
@@ -441,11 +383,6 @@ impl Init {
     /// The client went away: whatever it started (and didn't detach) ends.
     fn disconnect(&mut self, id: u64) {
         self.conns.remove(&id);
-        for c in self.children.values_mut() {
-            if c.detached_conn == Some(id) {
-                c.detached_conn = None;
-            }
-        }
         for (pid, c) in self.children.iter_mut() {
             if c.conn == Some(id) {
                 c.conn = None;

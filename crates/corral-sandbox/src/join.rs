@@ -3,7 +3,7 @@
 
 use crate::lifecycle::SandboxError;
 use crate::namespaces;
-use crate::spawn::{environment, Exec, ExecSpec, SpawnError};
+use crate::spawn::{environment, ChildStack, Exec, ExecSpec, SpawnError};
 use crate::state::{Layout, TenantState};
 use corral_limits::{Backend, EntryGuard, EntrySlots, Limits, TenantCgroup};
 use corral_profile::plan::Plan;
@@ -99,7 +99,7 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
     let cwd = opts.cwd.clone().unwrap_or_else(|| t.plan.workdir.to_string_lossy().into_owned());
     let spec = ExecSpec { argv: &opts.argv, env: &env, cwd: &cwd, stdio: [None; 3], new_session: false, preserve_fds: opts.preserve_fds, cgroup_procs: Vec::new(), reset_signals: None };
     let exec = Exec::prepare(&security, &rlimits, spec)?;
-    let pid = exec.spawn()?;
+    let pid = exec.spawn(&mut ChildStack::new()?)?;
     CHILD.store(pid.as_raw(), Ordering::Relaxed);
     for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGQUIT, Signal::SIGUSR1, Signal::SIGUSR2] {
         // SAFETY: `forward` only calls kill, which is async-signal-safe.
