@@ -22,6 +22,7 @@ mod request;
 pub mod safety;
 pub mod server;
 pub mod tenants;
+pub mod users;
 
 pub use map::TenantMap;
 pub use server::{parse_web_server_addrs, run, run_blocking, Listen, Options};

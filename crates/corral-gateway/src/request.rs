@@ -85,14 +85,19 @@ async fn run(shared: &Arc<Shared>, resp: &mut Response, params: Vec<Pair>, stdin
         let _ = resp.error(503, "the gateway is shutting down").await;
         return 0;
     }
-    let prepared = {
-        let (shared, script, host) = (shared.clone(), script.clone(), host.clone());
-        tokio::task::spawn_blocking(move || shared.tenants.prepare(&script, host.as_deref())).await
-    };
-    let p = match prepared {
-        Ok(Ok(p)) => p,
-        Ok(Err(f)) => return fail(resp, &script, "-", f).await,
-        Err(e) => return fail(resp, &script, "-", Failure::new(500, format!("checks panicked: {e}"))).await,
+    // From the caches right here; a passwd lookup or a sandbox load goes
+    // to the blocking pool.
+    let p = match shared.tenants.try_prepare(&script, host.as_deref()) {
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            let (s, sf, h) = (shared.clone(), script.clone(), host.clone());
+            match tokio::task::spawn_blocking(move || s.tenants.prepare(&sf, h.as_deref())).await {
+                Ok(Ok(p)) => p,
+                Ok(Err(f)) => return fail(resp, &script, "-", f).await,
+                Err(e) => return fail(resp, &script, "-", Failure::new(500, format!("checks panicked: {e}"))).await,
+            }
+        }
+        Err(f) => return fail(resp, &script, "-", f).await,
     };
     let tenant = p.script.tenant.name.clone();
     let base = corral_sandbox::spawn::environment(&p.target.plan, std::iter::empty(), &[]);
@@ -181,7 +186,7 @@ async fn connect(shared: &Arc<Shared>, p: &Prepared) -> Result<Control, Failure>
             // up again once.
             shared.tenants.forget(tenant);
             let (s, t) = (shared.clone(), tenant.clone());
-            match tokio::task::spawn_blocking(move || s.tenants.target(&t, true)).await {
+            match tokio::task::spawn_blocking(move || s.tenants.load(&t)).await {
                 Ok(Ok(_)) => Control::connect(&p.control, Duration::from_secs(5)).await.map_err(|e| Failure::new(503, format!("{e} (first attempt: {first})"))),
                 Ok(Err(f)) => Err(f),
                 Err(e) => Err(Failure::new(500, format!("bringing {tenant} up panicked: {e}"))),

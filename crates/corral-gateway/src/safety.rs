@@ -90,8 +90,47 @@ pub struct CheckedScript {
     pub dir: PathBuf,
 }
 
+/// Who the tenant is, before its passwd entry is looked up (which may
+/// block: NSS can be a network service).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum UserKey {
+    /// Named by the map (`[hosts]`, `[docroots]`).
+    Name(String),
+    /// The owner of the script.
+    Uid(u32),
+}
+
+impl UserKey {
+    /// The passwd lookup (blocking).
+    pub fn lookup(&self) -> Result<TenantUser, Refusal> {
+        match self {
+            UserKey::Name(n) => TenantUser::by_name(n),
+            UserKey::Uid(u) => TenantUser::by_uid(*u),
+        }
+    }
+}
+
+/// A script found and its tenant chosen (rules 1–2); the remaining rules
+/// need the tenant's passwd entry: see [`verify`].
+#[derive(Debug)]
+pub struct Located {
+    pub key: UserKey,
+    mapped_by: Option<MappedBy>,
+    requested: PathBuf,
+    real: PathBuf,
+    meta: std::fs::Metadata,
+}
+
 /// Choose the tenant for `script_filename` and run every check.
 pub fn check(script_filename: &str, host: Option<&str>, map: &TenantMap) -> Result<CheckedScript, Refusal> {
+    let found = locate(script_filename, host, map)?;
+    let tenant = found.key.lookup()?;
+    verify(found, tenant, map)
+}
+
+/// Rules 1–2: the path, the file it resolves to, and who the tenant is.
+/// No passwd lookup (it never blocks on NSS).
+pub fn locate(script_filename: &str, host: Option<&str>, map: &TenantMap) -> Result<Located, Refusal> {
     if script_filename.is_empty() {
         return Err(refuse(403, "script-filename", "SCRIPT_FILENAME is missing or empty"));
     }
@@ -110,13 +149,19 @@ pub fn check(script_filename: &str, host: Option<&str>, map: &TenantMap) -> Resu
     };
     let meta = std::fs::symlink_metadata(&real).map_err(|e| refuse(403, "exists", format!("stat {}: {e}", real.display())))?;
 
-    let (tenant, mapped_by) = match map.lookup(host, &requested) {
-        Some((name, by)) => (TenantUser::by_name(&name)?, Some(by)),
+    let (key, mapped_by) = match map.lookup(host, &requested) {
+        Some((name, by)) => (UserKey::Name(name), Some(by)),
         None if map.unmapped == Unmapped::Deny => {
             return Err(refuse(403, "unmapped", format!("no [hosts] or [docroots] entry matches host {:?} or {}", host.unwrap_or(""), requested.display())))
         }
-        None => (TenantUser::by_uid(meta.uid())?, None),
+        None => (UserKey::Uid(meta.uid()), None),
     };
+    Ok(Located { key, mapped_by, requested, real, meta })
+}
+
+/// Rules 3–6 for the tenant `key` named (its passwd entry).
+pub fn verify(found: Located, tenant: TenantUser, map: &TenantMap) -> Result<CheckedScript, Refusal> {
+    let Located { mapped_by, requested, real, meta, .. } = found;
     if tenant.uid < map.min_uid {
         return Err(refuse(403, "min-uid", format!("tenant {} has uid {} (below min_uid {})", tenant.name, tenant.uid, map.min_uid)));
     }
@@ -126,9 +171,13 @@ pub fn check(script_filename: &str, host: Option<&str>, map: &TenantMap) -> Resu
     if !lexical.iter().any(|a| requested.starts_with(a)) {
         return Err(refuse(403, "inside-home", format!("{} is outside {}'s areas ({})", requested.display(), tenant.name, show(&lexical))));
     }
-    // Areas that do not exist cannot hold the script.
-    let resolved: Vec<PathBuf> = areas.iter().filter_map(|a| std::fs::canonicalize(a).ok()).collect();
-    if !resolved.iter().any(|a| real.starts_with(a)) {
+    // `real` has no symlink in it, so neither has any prefix of it: if an
+    // area as written is one, it is the area's real path, and the script
+    // lies inside it. Otherwise compare with the areas' real paths (areas
+    // that do not exist cannot hold the script).
+    let inside = lexical.iter().any(|a| real.starts_with(a)) || areas.iter().filter_map(|a| std::fs::canonicalize(a).ok()).any(|a| real.starts_with(a));
+    if !inside {
+        let resolved: Vec<PathBuf> = areas.iter().filter_map(|a| std::fs::canonicalize(a).ok()).collect();
         return Err(refuse(403, "symlink-escape", format!("{} resolves to {}, outside {}'s areas ({})", requested.display(), real.display(), tenant.name, show(&resolved))));
     }
 
@@ -234,6 +283,28 @@ mod tests {
         std::fs::create_dir(&w).unwrap();
         std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o775)).unwrap();
         assert_eq!(rule(check(&s(&script(&w, "a.cgi", 0o755)), None, &map)), "dir-writable");
+    }
+
+    #[test]
+    fn an_area_given_as_a_symlink_is_its_target() {
+        let (d, _, me) = setup();
+        let base = d.path().canonicalize().unwrap();
+        let real = base.join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let link = base.join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let p = script(&real, "a.cgi", 0o755);
+        let map = TenantMap::parse(&format!("min_uid = 0\nallow_dirs = [{:?}]\n", link.display().to_string()), Path::new("t")).unwrap();
+        // Requested through the link: inside the area as written, and the
+        // real path is inside the area's real path.
+        let c = check(link.join("a.cgi").to_str().unwrap(), None, &map).unwrap();
+        assert_eq!(c.real, p);
+        assert_eq!(c.tenant, me);
+        // Requested by its real path: not inside the area as written.
+        if !real.starts_with(&me.home) {
+            assert_eq!(rule(check(p.to_str().unwrap(), None, &map)), "inside-home");
+        }
     }
 
     #[test]

@@ -1,14 +1,21 @@
-//! The blocking half of a request: choose and check the script's tenant,
-//! find (or bring up) its sandbox, take an entry-process slot. Runs on
-//! tokio's blocking pool: passwd lookups, stat/realpath and `corral up`
-//! may all block.
+//! Before a request runs: choose and check the script's tenant, find (or
+//! bring up) its sandbox, take an entry-process slot.
+//!
+//! Two things in it may block for long: a passwd lookup (NSS can be a
+//! network service) and bringing a sandbox up. Both are cached (tenants'
+//! passwd entries in [`Users`], sandboxes while their init lives), so a
+//! request normally runs [`Tenants::try_prepare`] right on the runtime
+//! (some stat calls, one flock); only a cache miss sends it to tokio's
+//! blocking pool ([`Tenants::prepare`]), which costs two thread switches.
 
 use crate::map::TenantMap;
 use crate::safety::{self, CheckedScript};
-use corral_limits::EntryGuard;
-use corral_sandbox::join::{self, JoinError, Target};
+use crate::users::Users;
+use corral_limits::{EntryError, EntryGuard, EntrySlots};
+use corral_sandbox::join::{JoinError, Target};
 use corral_sandbox::Layout;
 use std::collections::HashMap;
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -49,60 +56,135 @@ pub struct Prepared {
     pub control: PathBuf,
 }
 
+/// A tenant's sandbox as last loaded, while its init lives.
+struct Sandbox {
+    target: Arc<Target>,
+    /// A pidfd of the init: readable once it has exited (one `poll` per
+    /// request instead of reading /proc/PID/stat).
+    init: Option<OwnedFd>,
+    /// The entry-process slots, when the tenant has that limit.
+    slots: Option<EntrySlots>,
+    control: PathBuf,
+}
+
+impl Sandbox {
+    fn new(layout: &Layout, target: Target) -> Result<Sandbox, Failure> {
+        let name = target.state.tenant.clone();
+        let dir = layout.tenant(&name);
+        let slots = match target.limits.entry_processes {
+            Some(limit) => Some(EntrySlots::open(&dir.entry(), limit).map_err(|e| Failure::new(500, format!("entry slots of {name}: {e}")))?),
+            None => None,
+        };
+        // Opened first, then the start time compared: a pid reused before
+        // the open is caught by the comparison.
+        let init = pidfd_open(target.state.init_pid);
+        if !target.state.init_alive() {
+            return Err(Failure::new(503, format!("the init of {name} exited while its sandbox was being loaded")));
+        }
+        Ok(Sandbox { target: Arc::new(target), init, slots, control: dir.control() })
+    }
+
+    fn alive(&self) -> bool {
+        match &self.init {
+            Some(fd) => {
+                let mut fds = [nix::poll::PollFd::new(fd.as_fd(), nix::poll::PollFlags::POLLIN)];
+                matches!(nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO), Ok(0))
+            }
+            None => self.target.state.init_alive(),
+        }
+    }
+
+    fn slot(&self) -> Result<Option<EntryGuard>, Failure> {
+        let Some(slots) = &self.slots else { return Ok(None) };
+        match slots.try_acquire() {
+            Ok(g) => Ok(Some(g)),
+            Err(EntryError::Full { limit }) => Err(Failure::new(508, JoinError::EntryLimit { tenant: self.target.state.tenant.clone(), limit }.to_string())),
+            Err(e) => Err(Failure::new(500, format!("entry slot for {}: {e}", self.target.state.tenant))),
+        }
+    }
+}
+
+fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: integer arguments; a non-negative result is a new fd we own.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
 pub struct Tenants {
     provider: Box<dyn Sandboxes>,
     map: RwLock<Arc<TenantMap>>,
-    cache: Mutex<HashMap<String, Arc<Target>>>,
+    users: Users,
+    cache: Mutex<HashMap<String, Arc<Sandbox>>>,
 }
 
 impl Tenants {
     pub fn new(provider: Box<dyn Sandboxes>, map: TenantMap) -> Tenants {
-        Tenants { provider, map: RwLock::new(Arc::new(map)), cache: Mutex::new(HashMap::new()) }
+        Tenants { provider, map: RwLock::new(Arc::new(map)), users: Users::default(), cache: Mutex::new(HashMap::new()) }
     }
 
     pub fn map(&self) -> Arc<TenantMap> {
         self.map.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// A new map (SIGHUP); passwd answers are looked up afresh too.
     pub fn set_map(&self, m: TenantMap) {
         *self.map.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(m);
+        self.users.clear();
     }
 
     pub fn layout(&self) -> &Layout {
         self.provider.layout()
     }
 
-    /// Checks, sandbox, entry slot.
+    /// Checks, sandbox, entry slot from the caches alone: None when a
+    /// passwd lookup or a sandbox load is needed (then [`Self::prepare`],
+    /// off the runtime). Never blocks for long.
+    pub fn try_prepare(&self, script_filename: &str, host: Option<&str>) -> Result<Option<Prepared>, Failure> {
+        self.prepare_with(script_filename, host, false)
+    }
+
+    /// Checks, sandbox (brought up if needed), entry slot. May block.
     pub fn prepare(&self, script_filename: &str, host: Option<&str>) -> Result<Prepared, Failure> {
+        Ok(self.prepare_with(script_filename, host, true)?.expect("a blocking prepare always ends"))
+    }
+
+    fn prepare_with(&self, script_filename: &str, host: Option<&str>, may_block: bool) -> Result<Option<Prepared>, Failure> {
         let map = self.map();
-        let script = safety::check(script_filename, host, &map)?;
-        let name = script.tenant.name.clone();
-        let target = self.target(&name, false)?;
-        let slot = match join::entry(self.layout(), &target) {
-            Ok(s) => s,
-            Err(e @ JoinError::EntryLimit { .. }) => return Err(Failure::new(508, e.to_string())),
-            Err(e) => return Err(Failure::new(500, format!("entry slot for {name}: {e}"))),
+        let found = safety::locate(script_filename, host, &map)?;
+        let user = match self.users.cached(&found.key) {
+            Some(u) => u,
+            None if may_block => self.users.lookup(&found.key),
+            None => return Ok(None),
+        }?;
+        let script = safety::verify(found, user, &map)?;
+        let sandbox = match self.cached(&script.tenant.name) {
+            Some(s) => s,
+            None if may_block => self.load_sandbox(&script.tenant.name)?,
+            None => return Ok(None),
         };
-        let control = self.layout().tenant(&name).control();
-        Ok(Prepared { script, target, slot, control })
+        let slot = sandbox.slot()?;
+        Ok(Some(Prepared { script, target: sandbox.target.clone(), slot, control: sandbox.control.clone() }))
     }
 
-    /// The cached target while its init is alive; else load it (bringing
-    /// the sandbox up). `reload` forces a fresh load.
-    pub fn target(&self, tenant: &str, reload: bool) -> Result<Arc<Target>, Failure> {
-        if !reload {
-            let cached = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(tenant).cloned();
-            if let Some(t) = cached.filter(|t| t.state.init_alive()) {
-                return Ok(t);
-            }
-        }
+    fn cached(&self, tenant: &str) -> Option<Arc<Sandbox>> {
+        let cached = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(tenant).cloned();
+        cached.filter(|s| s.alive())
+    }
+
+    /// Load the tenant's sandbox afresh (bringing it up if needed) and
+    /// cache it. Blocks.
+    pub fn load(&self, tenant: &str) -> Result<Arc<Target>, Failure> {
+        self.load_sandbox(tenant).map(|s| s.target.clone())
+    }
+
+    fn load_sandbox(&self, tenant: &str) -> Result<Arc<Sandbox>, Failure> {
         let t = self.provider.target(tenant).map_err(|e| Failure::new(503, format!("sandbox of {tenant}: {e:#}")))?;
-        let t = Arc::new(t);
-        self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(tenant.to_string(), t.clone());
-        Ok(t)
+        let s = Arc::new(Sandbox::new(self.layout(), t)?);
+        self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(tenant.to_string(), s.clone());
+        Ok(s)
     }
 
-    /// Forget a tenant's cached target (e.g. its init went away).
+    /// Forget a tenant's cached sandbox (e.g. its init went away).
     pub fn forget(&self, tenant: &str) {
         self.cache.lock().unwrap_or_else(|e| e.into_inner()).remove(tenant);
     }
