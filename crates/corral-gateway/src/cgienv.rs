@@ -10,7 +10,8 @@
 //! `LD_PRELOAD` or the like. Values that are not UTF-8 are dropped (the
 //! control protocol carries strings) and reported.
 
-use corral_fastcgi::env::CgiEnv;
+use corral_fastcgi::env::is_valid_env_name;
+use corral_fastcgi::params::Pair;
 
 /// RFC 3875 §4.1 meta-variables and common server extensions (suEXEC's
 /// `safe_env_lst`, plus nginx's names).
@@ -71,43 +72,69 @@ pub fn is_passed(name: &str, extra: &[String]) -> bool {
 /// A request variable left out of the environment: name and reason.
 pub type Dropped = (String, &'static str);
 
-/// The script's environment, sorted by name, and the request variables left
-/// out, for the log.
-pub fn build(base: &[(String, String)], cgi: &CgiEnv, extra: &[String]) -> (Vec<(String, String)>, Vec<Dropped>) {
-    let mut env: std::collections::BTreeMap<String, String> = base.iter().cloned().collect();
+/// The value of the request param `name` (the last one wins, as in
+/// [`from_params`]).
+pub fn param<'a>(params: &'a [Pair], name: &str) -> Option<&'a [u8]> {
+    params.iter().rev().find(|(n, _)| n == name.as_bytes()).map(|(_, v)| v.as_slice())
+}
+
+/// The script's environment, sorted by name, and the request params left
+/// out, for the log: `base` (the sandbox's environment), then every param
+/// that makes a sound variable (see `corral_fastcgi::env`: a
+/// `[A-Za-z0-9_]+` name, no NUL, not `HTTP_PROXY`) and passes
+/// [`is_passed`] with a UTF-8 value. A later param replaces an earlier one
+/// of the same name and a param replaces a base variable (which the
+/// filter allows only for `TZ`).
+///
+/// One pass with one allocation per kept variable: this runs for every
+/// request.
+pub fn from_params(base: &[(String, String)], params: &[Pair], extra: &[String]) -> (Vec<(String, String)>, Vec<Dropped>) {
+    let mut env: Vec<(String, String)> = Vec::with_capacity(base.len() + params.len() + 2);
+    // RFC 3875 §4.1.4 and §4.1.7: always present, unless set.
+    env.push(("GATEWAY_INTERFACE".into(), "CGI/1.1".into()));
+    env.push(("QUERY_STRING".into(), String::new()));
+    env.extend(base.iter().cloned());
     let mut dropped = Vec::new();
-    for v in &cgi.vars {
-        let name = v.name();
-        if !is_passed(name, extra) {
-            dropped.push((name.to_string(), "not a CGI variable"));
+    for (name, value) in params {
+        let refused = if name.eq_ignore_ascii_case(b"HTTP_PROXY") {
+            Some("HTTP_PROXY (httpoxy)")
+        } else if !is_valid_env_name(name) {
+            Some("invalid name")
+        } else if value.contains(&0) {
+            Some("NUL in value")
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            dropped.push((String::from_utf8_lossy(name).into_owned(), why));
             continue;
         }
-        match std::str::from_utf8(v.value()) {
-            Ok(s) => {
-                env.insert(name.to_string(), s.to_string());
-            }
-            Err(_) => dropped.push((name.to_string(), "value is not UTF-8")),
+        // A valid name is ASCII.
+        let name = String::from_utf8_lossy(name);
+        if !is_passed(&name, extra) {
+            dropped.push((name.into_owned(), "not a CGI variable"));
+            continue;
+        }
+        match std::str::from_utf8(value) {
+            Ok(v) => env.push((name.into_owned(), v.to_string())),
+            Err(_) => dropped.push((name.into_owned(), "value is not UTF-8")),
         }
     }
-    for d in &cgi.dropped {
-        let reason = match d.reason {
-            corral_fastcgi::DropReason::Httpoxy => "HTTP_PROXY (httpoxy)",
-            corral_fastcgi::DropReason::InvalidName => "invalid name",
-            corral_fastcgi::DropReason::NulInValue => "NUL in value",
-            corral_fastcgi::DropReason::Overridden => continue,
-        };
-        dropped.push((String::from_utf8_lossy(&d.name).into_owned(), reason));
+    // Stable: of equal names the last one pushed is the one kept.
+    env.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut out: Vec<(String, String)> = Vec::with_capacity(env.len());
+    for kv in env {
+        match out.last_mut() {
+            Some(last) if last.0 == kv.0 => *last = kv,
+            _ => out.push(kv),
+        }
     }
-    // RFC 3875 §4.1.4 and §4.1.7: always present.
-    env.entry("GATEWAY_INTERFACE".into()).or_insert_with(|| "CGI/1.1".into());
-    env.entry("QUERY_STRING".into()).or_default();
-    (env.into_iter().collect(), dropped)
+    (out, dropped)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use corral_fastcgi::cgi_env_from_params;
 
     fn p(n: &str, v: &[u8]) -> (Vec<u8>, Vec<u8>) {
         (n.as_bytes().to_vec(), v.to_vec())
@@ -116,7 +143,8 @@ mod tests {
     #[test]
     fn passes_cgi_variables_and_keeps_the_base() {
         let base = vec![("PATH".to_string(), "/usr/bin:/bin".to_string()), ("HOME".to_string(), "/home/a".to_string())];
-        let cgi = cgi_env_from_params(&[
+        let params = [
+            p("REQUEST_METHOD", b"GET"),
             p("REQUEST_METHOD", b"POST"),
             p("HTTP_X_TOKEN", b"t"),
             p("HTTP_PROXY", b"http://evil:1"),
@@ -125,20 +153,37 @@ mod tests {
             p("APP_ENV", b"prod"),
             p("HTTP_", b"x"),
             p("HTTP_BIN", &[0xff, 0xfe]),
-        ]);
-        let (env, dropped) = build(&base, &cgi, &["APP_ENV".to_string()]);
+            p("BAD-NAME", b"x"),
+            p("HTTP_NUL", b"a\0b"),
+            p("TZ", b"UTC"),
+        ];
+        let base = [base, vec![("TZ".to_string(), "Europe/Paris".to_string())]].concat();
+        let (env, dropped) = from_params(&base, &params, &["APP_ENV".to_string()]);
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         assert_eq!(get("PATH"), Some("/usr/bin:/bin"), "the request cannot set PATH");
         assert_eq!(get("LD_PRELOAD"), None);
         assert_eq!(get("HTTP_PROXY"), None);
-        assert_eq!(get("REQUEST_METHOD"), Some("POST"));
+        assert_eq!(get("REQUEST_METHOD"), Some("POST"), "the last param of a name wins");
+        assert_eq!(get("TZ"), Some("UTC"), "a passed param replaces the base value");
+        assert_eq!(env.iter().filter(|(n, _)| n == "REQUEST_METHOD").count(), 1);
+        let mut sorted = env.clone();
+        sorted.sort();
+        assert_eq!(env, sorted, "sorted by name");
+        assert_eq!(param(&params, "REQUEST_METHOD"), Some(&b"POST"[..]));
+        assert_eq!(param(&params, "CONTENT_LENGTH"), None);
         assert_eq!(get("HTTP_X_TOKEN"), Some("t"));
         assert_eq!(get("APP_ENV"), Some("prod"));
         assert_eq!(get("GATEWAY_INTERFACE"), Some("CGI/1.1"));
         assert_eq!(get("QUERY_STRING"), Some(""));
         let names: Vec<&str> = dropped.iter().map(|(n, _)| n.as_str()).collect();
-        for n in ["PATH", "LD_PRELOAD", "HTTP_", "HTTP_BIN", "HTTP_PROXY"] {
+        for n in ["PATH", "LD_PRELOAD", "HTTP_", "HTTP_BIN", "HTTP_PROXY", "BAD-NAME", "HTTP_NUL"] {
             assert!(names.contains(&n), "{n} reported: {dropped:?}");
         }
+        let why = |n: &str| dropped.iter().find(|(m, _)| m == n).map(|(_, w)| *w);
+        assert_eq!(why("HTTP_PROXY"), Some("HTTP_PROXY (httpoxy)"));
+        assert_eq!(why("BAD-NAME"), Some("invalid name"));
+        assert_eq!(why("HTTP_NUL"), Some("NUL in value"));
+        assert_eq!(why("HTTP_BIN"), Some("value is not UTF-8"));
+        assert_eq!(why("LD_PRELOAD"), Some("not a CGI variable"));
     }
 }

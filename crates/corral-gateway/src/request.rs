@@ -10,7 +10,7 @@ use crate::server::Shared;
 use crate::tenants::{Failure, Prepared};
 use crate::{cgienv, log};
 use corral_fastcgi::params::Pair;
-use corral_fastcgi::{cgi_env_from_params, cgi_head_to_fastcgi_stdout, CgiHeaderParser};
+use corral_fastcgi::{cgi_head_to_fastcgi_stdout, CgiHeaderParser};
 use corral_sandbox::proto::{Reply, Request, SpawnRequest};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
@@ -77,10 +77,9 @@ pub async fn serve(shared: Arc<Shared>, mut resp: Response, input: Input) {
 async fn run(shared: &Arc<Shared>, resp: &mut Response, params: Vec<Pair>, stdin: mpsc::Receiver<Vec<u8>>, abort: &mut oneshot::Receiver<()>) -> u32 {
     let start = Instant::now();
     let deadline = start + shared.timeout;
-    let cgi = cgi_env_from_params(&params);
-    drop(params);
-    let script = cgi.get("SCRIPT_FILENAME").map(|v| String::from_utf8_lossy(v).into_owned()).unwrap_or_default();
-    let host = cgi.get("HTTP_HOST").or_else(|| cgi.get("SERVER_NAME")).map(|v| String::from_utf8_lossy(v).into_owned());
+    let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
+    let script = cgienv::param(&params, "SCRIPT_FILENAME").map(text).unwrap_or_default();
+    let host = cgienv::param(&params, "HTTP_HOST").or_else(|| cgienv::param(&params, "SERVER_NAME")).map(text);
     if shared.draining() {
         let _ = resp.error(503, "the gateway is shutting down").await;
         return 0;
@@ -101,7 +100,7 @@ async fn run(shared: &Arc<Shared>, resp: &mut Response, params: Vec<Pair>, stdin
     };
     let tenant = p.script.tenant.name.clone();
     let base = corral_sandbox::spawn::environment(&p.target.plan, std::iter::empty(), &[]);
-    let (env, dropped) = cgienv::build(&base, &cgi, &shared.tenants.map().pass_env);
+    let (env, dropped) = cgienv::from_params(&base, &params, &shared.tenants.map().pass_env);
     for (name, why) in dropped.iter().filter(|(_, w)| *w != "not a CGI variable") {
         log::line(format_args!("[{tenant} {script}] request variable {name} not passed: {why}"));
     }
@@ -118,7 +117,9 @@ async fn run(shared: &Arc<Shared>, resp: &mut Response, params: Vec<Pair>, stdin
         nfds: 3,
     };
     let label = format!("{tenant} {}", p.script.requested.display());
-    match execute(shared, resp, &p, req, stdin, abort, deadline, &label).await {
+    // Unset, empty or 0: no body (an unparsable length gets a pipe).
+    let has_body = cgienv::param(&params, "CONTENT_LENGTH").is_some_and(|v| std::str::from_utf8(v).ok().and_then(|s| s.trim().parse::<u64>().ok()).map_or(!v.is_empty(), |n| n > 0));
+    match execute(shared, resp, &p, req, (has_body, stdin), abort, deadline, &label).await {
         Ok(status) => status,
         Err(f) => fail(resp, &script, &tenant, f).await,
     }
@@ -145,7 +146,7 @@ async fn execute(
     resp: &mut Response,
     p: &Prepared,
     req: SpawnRequest,
-    stdin: mpsc::Receiver<Vec<u8>>,
+    (has_body, stdin): (bool, mpsc::Receiver<Vec<u8>>),
     abort: &mut oneshot::Receiver<()>,
     deadline: Instant,
     label: &str,
@@ -154,21 +155,33 @@ async fn execute(
         let what = what.to_string();
         move |e: nix::errno::Errno| Failure::new(500, format!("{what}: {e}"))
     };
-    let (in_r, in_w) = pipe().map_err(sys("stdin pipe"))?;
+    // No body (RFC 3875 §4.1.2: CONTENT_LENGTH unset or 0): the script's
+    // stdin is /dev/null, and no pipe or pump task is needed.
+    let stdin_pipe = if has_body { Some(pipe().map_err(sys("stdin pipe"))?) } else { None };
     let (out_r, out_w) = pipe().map_err(sys("stdout pipe"))?;
     let (err_r, err_w) = pipe().map_err(sys("stderr pipe"))?;
     let control = connect(shared, p).await?;
-    control.send(&Request::Spawn(req), &[in_r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()]).await.map_err(spawn_err)?;
+    let in_fd = stdin_pipe.as_ref().map(|(r, _)| r.as_raw_fd()).unwrap_or(shared.devnull.as_raw_fd());
+    control.send(&Request::Spawn(req), &[in_fd, out_w.as_raw_fd(), err_w.as_raw_fd()]).await.map_err(spawn_err)?;
     // The child holds its ends now; ours must go, or EOF never comes.
-    drop((in_r, out_w, err_w));
-    let stdin_task = tokio::spawn(pump_stdin(in_w, stdin));
+    drop(out_w);
+    drop(err_w);
+    let stdin_task = match stdin_pipe {
+        Some((in_r, in_w)) => {
+            drop(in_r);
+            Some(tokio::spawn(pump_stdin(in_w, stdin)))
+        }
+        None => None,
+    };
     let stderr_task = tokio::spawn(pump_stderr(err_r, label.to_string()));
     let stdout = pipe::Receiver::from_owned_fd(out_r).map_err(|e| Failure::new(500, format!("stdout pipe: {e}")))?;
     let mut stdin_task = stdin_task;
     let result = stream(resp, stdout, &control, &mut stdin_task, abort, deadline, label).await;
     // Whatever is left of the script dies with the control connection.
     drop(control);
-    stdin_task.abort();
+    if let Some(t) = &stdin_task {
+        t.abort();
+    }
     let mut stderr_task = stderr_task;
     if tokio::time::timeout(Duration::from_millis(200), &mut stderr_task).await.is_err() {
         // Something that escaped the kill still holds stderr: stop reading.
@@ -217,7 +230,7 @@ async fn stream(
     resp: &mut Response,
     mut stdout: pipe::Receiver,
     control: &Control,
-    stdin_task: &mut JoinHandle<()>,
+    stdin_task: &mut Option<JoinHandle<()>>,
     abort: &mut oneshot::Receiver<()>,
     deadline: Instant,
     label: &str,
@@ -228,7 +241,7 @@ async fn stream(
     let mut buf: Vec<u8> = Vec::with_capacity(corral_fastcgi::record::MAX_STREAM_CHUNK);
     let mut exit: Option<Exit> = None;
     let mut eof = false;
-    let mut stdin_done = false;
+    let mut stdin_done = stdin_task.is_none();
     // A complete head (serialised) and body bytes not sent yet.
     let mut held: Option<Vec<u8>> = None;
     // Once stdout ended, how long to wait for the exit status.
@@ -282,7 +295,7 @@ async fn stream(
                     eof = true;
                 }
             },
-            _ = &mut *stdin_task, if !stdin_done => stdin_done = true,
+            _ = finished(stdin_task), if !stdin_done => stdin_done = true,
             r = control.recv(), if exit.is_none() => match r {
                 Ok(Reply::Exited { code, signal, timed_out, .. }) => {
                     exit = Some(Exit { code, signal, timed_out });
@@ -341,6 +354,16 @@ async fn stream(
     }
     let why = parser.finish().err().map(|e| e.to_string()).unwrap_or_else(|| "no output".into());
     Err(Failure::new(502, format!("{why} ({})", ex.describe())))
+}
+
+/// The end of `task`; never, without one.
+async fn finished(task: &mut Option<JoinHandle<()>>) {
+    match task {
+        Some(t) => {
+            let _ = t.await;
+        }
+        None => std::future::pending().await,
+    }
 }
 
 /// One read of stdout into `buf` (emptied first). With `linger`, only what

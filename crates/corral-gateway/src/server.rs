@@ -86,6 +86,8 @@ pub struct Shared {
     pub timeout: Duration,
     pub max_conns: u32,
     pub inflight: InFlight,
+    /// The stdin of a script whose request has no body.
+    pub devnull: std::fs::File,
     drain: watch::Sender<bool>,
 }
 
@@ -105,7 +107,8 @@ pub async fn run(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Result
         None => TenantMap::default(),
     };
     let (drain, _) = watch::channel(false);
-    let shared = Arc::new(Shared { tenants: Tenants::new(sandboxes, map), timeout: opts.timeout, max_conns: opts.max_conns, inflight: InFlight::default(), drain });
+    let devnull = std::fs::File::open("/dev/null").map_err(|e| anyhow::anyhow!("open /dev/null: {e}"))?;
+    let shared = Arc::new(Shared { tenants: Tenants::new(sandboxes, map), timeout: opts.timeout, max_conns: opts.max_conns, inflight: InFlight::default(), devnull, drain });
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
@@ -246,7 +249,10 @@ impl Listener {
 /// not async themselves, such as the `corral` command).
 pub fn run_blocking(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("corral-gateway").build()?;
-    rt.block_on(run(opts, sandboxes))
+    // On a worker, not on this thread: `block_on` would keep the accept
+    // loop here, and every connection (nginx opens one per request) would
+    // then cost a wake-up of this thread and a hand-over to a worker.
+    rt.block_on(async { rt.spawn(run(opts, sandboxes)).await })?
 }
 
 #[cfg(test)]

@@ -103,9 +103,8 @@ fn run(ctx: &Ctx, a: &CgiArgs) -> Result<i32, Fail> {
 
     // The CGI environment this process got, filtered as the gateway does.
     let params: Vec<(Vec<u8>, Vec<u8>)> = std::env::vars_os().map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())).collect();
-    let cgi = corral_gateway::fastcgi::cgi_env_from_params(&params);
     let base = corral_sandbox::spawn::environment(&target.plan, std::iter::empty(), &[]);
-    let (mut env, _dropped) = corral_gateway::cgienv::build(&base, &cgi, &map.pass_env);
+    let (mut env, _dropped) = corral_gateway::cgienv::from_params(&base, &params, &map.pass_env);
     // With `Action` or an argument, SCRIPT_FILENAME named the wrapper.
     let requested = checked.requested.to_string_lossy().into_owned();
     match env.iter_mut().find(|(k, _)| k == "SCRIPT_FILENAME") {
