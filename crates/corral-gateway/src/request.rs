@@ -251,6 +251,11 @@ async fn stream(
     // the response ends (`linger`).
     let mut eof_by = hard;
     let mut linger = false;
+    // One timer for the whole request, moved when the deadline does (a new
+    // one per wake-up would be set up in the timer wheel and torn down
+    // each time).
+    let sleep = tokio::time::sleep_until(hard);
+    tokio::pin!(sleep);
     loop {
         if exit.is_some_and(|e| e.timed_out) && !resp.head_sent {
             // Killed at the deadline: whatever it had written is not sent.
@@ -271,7 +276,12 @@ async fn stream(
             (false, true) => eof_by.min(hard),
             (false, false) => hard,
         };
+        if sleep.deadline() != wait_until {
+            sleep.as_mut().reset(wait_until);
+        }
+        // In this order: output first, the timer last.
         tokio::select! {
+            biased;
             r = read_chunk(&mut stdout, &mut buf, linger), if !eof && room => match r {
                 Ok(0) => {
                     eof = true;
@@ -315,7 +325,7 @@ async fn stream(
                 log::line(format_args!("[{label}] aborted by the web server"));
                 return Ok(0);
             }
-            _ = tokio::time::sleep_until(wait_until) => {
+            _ = &mut sleep => {
                 if !eof && exit.is_some() && Instant::now() < hard {
                     if linger {
                         // Output is held and the pipe was not read again: stop.

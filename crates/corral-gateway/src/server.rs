@@ -41,6 +41,7 @@ impl std::str::FromStr for Listen {
     }
 }
 
+#[derive(Clone)]
 pub struct Options {
     pub listen: Listen,
     /// With TCP: the web servers allowed to connect (FastCGI §3.2's
@@ -114,17 +115,39 @@ pub async fn run(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Result
     let mut hup = signal(SignalKind::hangup())?;
     let listener = bind(&opts)?;
     log::line(format_args!("listening on {} (timeout {}s, max {} connections)", show(&opts.listen), opts.timeout.as_secs_f64(), opts.max_conns));
+    // Signals in a task of their own: the accept loop then waits on two
+    // things only (no signal futures set up again for every connection).
+    let (stop_tx, mut stop_rx) = watch::channel(());
+    let signals = {
+        let (opts, shared) = (opts.clone(), shared.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = hup.recv() => reload(&opts, &shared),
+                    _ = term.recv() => break,
+                    _ = int.recv() => break,
+                }
+            }
+            let _ = stop_tx.send(());
+        })
+    };
     let permits = Arc::new(Semaphore::new(opts.max_conns as usize));
     let mut conns = tokio::task::JoinSet::new();
+    let stop = async move {
+        let _ = stop_rx.changed().await;
+    };
+    tokio::pin!(stop);
     loop {
         let permit = tokio::select! {
+            biased;
+            _ = &mut stop => break,
             p = permits.clone().acquire_owned() => p.expect("semaphore is never closed"),
-            _ = term.recv() => break,
-            _ = int.recv() => break,
         };
         // Finished connection tasks are reaped here, between accepts.
         while conns.try_join_next().is_some() {}
         tokio::select! {
+            biased;
+            _ = &mut stop => break,
             r = listener.accept(&shared, &mut conns, permit) => {
                 if let Err(e) = r {
                     log::line(format_args!("accept: {e}"));
@@ -132,11 +155,9 @@ pub async fn run(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Result
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             }
-            _ = hup.recv() => reload(&opts, &shared),
-            _ = term.recv() => break,
-            _ = int.recv() => break,
         }
     }
+    signals.abort();
     drop(listener);
     if let Listen::Unix(p) = &opts.listen {
         let _ = std::fs::remove_file(p);
@@ -248,7 +269,12 @@ impl Listener {
 /// Build a multi-threaded runtime and [`run`] on it (for callers that are
 /// not async themselves, such as the `corral` command).
 pub fn run_blocking(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("corral-gateway").build()?;
+    // Every thread a batch task: woken by nginx or by a script's output, the
+    // gateway runs when they block instead of preempting them (a script's
+    // output and its end are then read in one wake-up; see
+    // `corral_sandbox::spawn::batch_scheduling`).
+    corral_sandbox::spawn::batch_scheduling();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("corral-gateway").on_thread_start(corral_sandbox::spawn::batch_scheduling).build()?;
     // On a worker, not on this thread: `block_on` would keep the accept
     // loop here, and every connection (nginx opens one per request) would
     // then cost a wake-up of this thread and a hand-over to a worker.

@@ -102,6 +102,9 @@ pub fn main() -> ! {
         std::process::exit(1);
     }
     drop(setup);
+    // Setup (the `corral up` latency) ran under the caller's policy; serving
+    // spawns runs as a batch task (see `batch_scheduling`).
+    crate::spawn::batch_scheduling();
     // Give back what setup used (the plan's JSON, the mount work): an idle
     // init should cost as little memory as possible.
     // SAFETY: malloc_trim only releases free heap memory.
@@ -365,6 +368,13 @@ impl Init {
         // Orphans re-parented to us are reaped too; only our own spawns report.
         if let Some(Child { conn: Some(id), timed_out, .. }) = self.children.remove(&pid) {
             self.reply(id, &Reply::Exited { pid, code, signal, timed_out });
+            // Nothing the connection started runs any more: its work is
+            // done, and the init closes it now instead of being woken
+            // again only to see the client close it (the client still
+            // reads what was sent before).
+            if !self.children.values().any(|c| c.conn == Some(id)) {
+                self.conns.remove(&id);
+            }
         }
     }
 

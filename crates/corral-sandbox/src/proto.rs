@@ -3,6 +3,11 @@
 //! state dir, which is never mounted into the sandbox; the init also checks
 //! SO_PEERCRED). One JSON message per packet; stdio fds travel as
 //! SCM_RIGHTS next to a `Spawn`.
+//!
+//! A connection serves one request to its end: once nothing it started
+//! runs any more (its last `Exited` is sent), the init closes it. When the
+//! client closes it first, the init kills whatever it started that is not
+//! a detached service.
 
 use serde::{Deserialize, Serialize};
 

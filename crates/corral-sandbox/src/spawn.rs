@@ -103,6 +103,10 @@ pub struct Exec<'a> {
     foreground_tty: bool,
     /// Signals to set back to SIG_DFL in the child; None: all of them.
     reset_signals: Option<&'a [libc::c_int]>,
+    /// The spawner runs under another scheduling policy than SCHED_OTHER
+    /// (the init runs SCHED_BATCH, see [`batch_scheduling`]): the child
+    /// goes back to SCHED_OTHER. A tenant never inherits a policy.
+    reset_sched: bool,
 }
 
 fn cstr(s: &str) -> Result<CString, SpawnError> {
@@ -168,6 +172,8 @@ impl<'a> Exec<'a> {
             // SAFETY: isatty/tcgetpgrp/getpgrp only query; done in the parent.
             foreground_tty: !spec.new_session && unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() },
             reset_signals: spec.reset_signals,
+            // SAFETY: a query without arguments.
+            reset_sched: unsafe { libc::sched_getscheduler(0) } & !libc::SCHED_RESET_ON_FORK != libc::SCHED_OTHER,
         };
         e.argv_ptrs = e.argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
         e.envp_ptrs = e.envp.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
@@ -243,6 +249,13 @@ impl<'a> Exec<'a> {
             let mut empty: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut empty);
             libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        }
+        if self.reset_sched {
+            let normal = libc::sched_param { sched_priority: 0 };
+            // SAFETY: a pointer to a sched_param on the stack.
+            if unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &normal) } < 0 {
+                fail(Step::Security, Errno::last());
+            }
         }
         for fd in &self.cgroup_procs {
             // SAFETY: writing a static buffer to an fd opened by the parent.
@@ -451,6 +464,22 @@ pub fn non_default_signals() -> Vec<libc::c_int> {
             r != 0 || old.handler != libc::SIG_DFL
         })
         .collect()
+}
+
+/// Put the calling thread under SCHED_BATCH: a server that is woken by
+/// its clients (the init by a spawn request, the gateway by the web server
+/// and by its scripts' output) then does not preempt the client that woke
+/// it, but runs when that client blocks or its time slice ends. On a busy
+/// CPU this saves context switches: the gateway reads a script's output
+/// and end in one wake-up instead of preempting the script at its first
+/// write, and the init reads a spawn request once the client has sent it
+/// instead of preempting it between connect and send. Children spawned
+/// from a batch process are set back to SCHED_OTHER ([`Exec`]). Failure
+/// is harmless (the policy stays as it was).
+pub fn batch_scheduling() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: a pointer to a sched_param on the stack.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
 }
 
 /// The environment a tenant process gets: cleared, then the plan's `keep`

@@ -445,3 +445,29 @@ fn tenant_programs_start_with_a_clean_signal_state() {
     }
     assert_eq!(env.run(&["run", T1, "--", "/bin/sh", "-c", "kill -TERM $$"]).status.code(), Some(128 + 15));
 }
+
+#[test]
+fn tenant_programs_run_under_the_normal_policy_though_the_init_is_batch() {
+    let env = Env::new();
+    env.default_profile_with("");
+    let policy = |sched: &str| -> Option<i32> {
+        sched.lines().find(|l| l.starts_with("policy")).and_then(|l| l.split(':').nth(1)).and_then(|v| v.trim().parse().ok())
+    };
+    assert!(env.run(&["up", T1]).status.success());
+    let init = std::fs::read_to_string(format!("/proc/{}/sched", env.init_pid(T1))).unwrap();
+    assert_eq!(policy(&init), Some(libc::SCHED_BATCH), "the init serves spawns as a batch task: {init}");
+    // Also when the caller itself runs under a batch policy: nothing is
+    // inherited, through the init or through the setns join.
+    for setns in [false, true] {
+        let mut c = std::process::Command::new("chrt");
+        c.args(["-b", "0"]).arg(corral_bin()).args(["run", T1, "--", "/bin/cat", "/proc/self/sched"]);
+        c.env("CORRAL_STATE_DIR", env.state_dir()).env("CORRAL_CONFIG_DIR", env.config_dir()).env("CORRAL_CGROUP_PARENT", &env.parent).env_remove("CORRAL_INIT");
+        if setns {
+            c.env("CORRAL_RUN_SETNS", "1");
+        }
+        let o = c.stdin(std::process::Stdio::null()).output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "setns={setns}: {}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(policy(&out), Some(libc::SCHED_OTHER), "setns={setns}: {out}");
+    }
+}
