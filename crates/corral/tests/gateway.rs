@@ -88,6 +88,29 @@ fn get_post_status_redirects_and_large_responses() {
 }
 
 #[test]
+fn bodyless_requests_read_an_empty_stdin_and_a_killed_init_is_replaced() {
+    let s = Stack::start(&[], 30);
+    s.script(T1, "stdin.cgi", "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n'\necho \"stdin=$(wc -c)\"\n");
+    // No body: stdin is at its end at once (the script does not wait for
+    // the timeout).
+    let t = Instant::now();
+    let r = s.get(&format!("/~{T1}/stdin.cgi"), &[]);
+    assert_eq!((r.status, r.text().as_str()), (200, "stdin=0\n"), "{r:?}");
+    assert!(t.elapsed() < Duration::from_secs(10), "took {:?}", t.elapsed());
+    let r = s.request("POST", &format!("/~{T1}/stdin.cgi"), &[], b"12345");
+    assert_eq!((r.status, r.text().as_str()), (200, "stdin=5\n"), "{r:?}");
+
+    // The gateway caches the sandbox while its init lives; once the init
+    // is killed the next request brings up a new one.
+    let old = (s.env.init_pid(T1), s.env.state(T1)["init_start"].clone());
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(old.0), nix::sys::signal::Signal::SIGKILL).unwrap();
+    assert!(wait_until(Duration::from_secs(5), || corral_sandbox::state::process_start(old.0).is_none()), "init {} gone", old.0);
+    let r = s.get(&format!("/~{T1}/stdin.cgi"), &[]);
+    assert_eq!((r.status, r.text().as_str()), (200, "stdin=0\n"), "{r:?}\n{}", s.log());
+    assert_ne!((s.env.init_pid(T1), s.env.state(T1)["init_start"].clone()), old, "a new init serves the tenant");
+}
+
+#[test]
 fn timeouts_crashes_and_stderr() {
     let s = Stack::start(&[], 2);
     s.script(T1, "slow.cgi", "#!/bin/sh\nexec /bin/sleep 30\n");
