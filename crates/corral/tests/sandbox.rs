@@ -471,3 +471,26 @@ fn tenant_programs_run_under_the_normal_policy_though_the_init_is_batch() {
         assert_eq!(policy(&out), Some(libc::SCHED_OTHER), "setns={setns}: {out}");
     }
 }
+
+#[test]
+fn the_cgroup_namespace_hides_where_the_tenant_sits() {
+    let env = Env::new();
+    env.default_profile_with("");
+    // The namespace is rooted at the tenant's own cgroup: no host path
+    // (corral's parent, the tenant's name) shows inside, whichever way the
+    // command enters.
+    for setns in [false, true] {
+        let mut c = env.cmd();
+        c.args(["run", T1, "--", "/bin/cat", "/proc/self/cgroup"]).stdin(std::process::Stdio::null());
+        if setns {
+            c.env("CORRAL_RUN_SETNS", "1");
+        }
+        let o = c.output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success() && !out.trim().is_empty(), "setns={setns}: {}", String::from_utf8_lossy(&o.stderr));
+        for line in out.lines() {
+            let path = line.splitn(3, ':').nth(2).unwrap_or("");
+            assert!(!path.contains("corral") && !path.contains(T1), "setns={setns}: host cgroup path visible: {line}\n{out}");
+        }
+    }
+}
