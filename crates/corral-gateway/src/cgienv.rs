@@ -78,6 +78,12 @@ pub fn param<'a>(params: &'a [Pair], name: &str) -> Option<&'a [u8]> {
     params.iter().rev().find(|(n, _)| n == name.as_bytes()).map(|(_, v)| v.as_slice())
 }
 
+/// Whether the request has a body: RFC 3875 §4.1.2, CONTENT_LENGTH unset,
+/// empty or 0 means none (an unparsable length is taken as a body).
+pub fn has_body(params: &[Pair]) -> bool {
+    param(params, "CONTENT_LENGTH").is_some_and(|v| std::str::from_utf8(v).ok().and_then(|s| s.trim().parse::<u64>().ok()).map_or(!v.is_empty(), |n| n > 0))
+}
+
 /// The script's environment, sorted by name, and the request params left
 /// out, for the log: `base` (the sandbox's environment), then every param
 /// that makes a sound variable (see `corral_fastcgi::env`: a
@@ -171,6 +177,10 @@ mod tests {
         assert_eq!(env, sorted, "sorted by name");
         assert_eq!(param(&params, "REQUEST_METHOD"), Some(&b"POST"[..]));
         assert_eq!(param(&params, "CONTENT_LENGTH"), None);
+        assert!(!has_body(&params));
+        for (len, body) in [(&b""[..], false), (b"0", false), (b"12", true), (b"x", true)] {
+            assert_eq!(has_body(&[p("CONTENT_LENGTH", len)]), body, "{len:?}");
+        }
         assert_eq!(get("HTTP_X_TOKEN"), Some("t"));
         assert_eq!(get("APP_ENV"), Some("prod"));
         assert_eq!(get("GATEWAY_INTERFACE"), Some("CGI/1.1"));

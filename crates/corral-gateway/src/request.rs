@@ -117,9 +117,8 @@ async fn run(shared: &Arc<Shared>, resp: &mut Response, params: Vec<Pair>, stdin
         nfds: 3,
     };
     let label = format!("{tenant} {}", p.script.requested.display());
-    // Unset, empty or 0: no body (an unparsable length gets a pipe).
-    let has_body = cgienv::param(&params, "CONTENT_LENGTH").is_some_and(|v| std::str::from_utf8(v).ok().and_then(|s| s.trim().parse::<u64>().ok()).map_or(!v.is_empty(), |n| n > 0));
-    match execute(shared, resp, &p, req, (has_body, stdin), abort, deadline, &label).await {
+    let stdin = cgienv::has_body(&params).then_some(stdin);
+    match execute(shared, resp, &p, req, stdin, abort, deadline, &label).await {
         Ok(status) => status,
         Err(f) => fail(resp, &script, &tenant, f).await,
     }
@@ -146,7 +145,8 @@ async fn execute(
     resp: &mut Response,
     p: &Prepared,
     req: SpawnRequest,
-    (has_body, stdin): (bool, mpsc::Receiver<Vec<u8>>),
+    // None: the request has no body.
+    stdin: Option<mpsc::Receiver<Vec<u8>>>,
     abort: &mut oneshot::Receiver<()>,
     deadline: Instant,
     label: &str,
@@ -157,25 +157,24 @@ async fn execute(
     };
     // No body (RFC 3875 §4.1.2: CONTENT_LENGTH unset or 0): the script's
     // stdin is /dev/null, and no pipe or pump task is needed.
-    let stdin_pipe = if has_body { Some(pipe().map_err(sys("stdin pipe"))?) } else { None };
+    let stdin_pipe = match stdin {
+        Some(rx) => Some((pipe().map_err(sys("stdin pipe"))?, rx)),
+        None => None,
+    };
     let (out_r, out_w) = pipe().map_err(sys("stdout pipe"))?;
     let (err_r, err_w) = pipe().map_err(sys("stderr pipe"))?;
     let control = connect(shared, p).await?;
-    let in_fd = stdin_pipe.as_ref().map(|(r, _)| r.as_raw_fd()).unwrap_or(shared.devnull.as_raw_fd());
+    let in_fd = stdin_pipe.as_ref().map(|((r, _), _)| r.as_raw_fd()).unwrap_or(shared.devnull.as_raw_fd());
     control.send(&Request::Spawn(req), &[in_fd, out_w.as_raw_fd(), err_w.as_raw_fd()]).await.map_err(spawn_err)?;
     // The child holds its ends now; ours must go, or EOF never comes.
     drop(out_w);
     drop(err_w);
-    let stdin_task = match stdin_pipe {
-        Some((in_r, in_w)) => {
-            drop(in_r);
-            Some(tokio::spawn(pump_stdin(in_w, stdin)))
-        }
-        None => None,
-    };
+    let mut stdin_task = stdin_pipe.map(|((in_r, in_w), rx)| {
+        drop(in_r);
+        tokio::spawn(pump_stdin(in_w, rx))
+    });
     let stderr_task = tokio::spawn(pump_stderr(err_r, label.to_string()));
     let stdout = pipe::Receiver::from_owned_fd(out_r).map_err(|e| Failure::new(500, format!("stdout pipe: {e}")))?;
-    let mut stdin_task = stdin_task;
     let result = stream(resp, stdout, &control, &mut stdin_task, abort, deadline, label).await;
     // Whatever is left of the script dies with the control connection.
     drop(control);
@@ -199,7 +198,7 @@ async fn connect(shared: &Arc<Shared>, p: &Prepared) -> Result<Control, Failure>
             // up again once.
             shared.tenants.forget(tenant);
             let (s, t) = (shared.clone(), tenant.clone());
-            match tokio::task::spawn_blocking(move || s.tenants.load(&t)).await {
+            match tokio::task::spawn_blocking(move || s.tenants.reload(&t)).await {
                 Ok(Ok(_)) => Control::connect(&p.control, Duration::from_secs(5)).await.map_err(|e| Failure::new(503, format!("{e} (first attempt: {first})"))),
                 Ok(Err(f)) => Err(f),
                 Err(e) => Err(Failure::new(500, format!("bringing {tenant} up panicked: {e}"))),

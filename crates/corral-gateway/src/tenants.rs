@@ -173,8 +173,8 @@ impl Tenants {
 
     /// Load the tenant's sandbox afresh (bringing it up if needed) and
     /// cache it. Blocks.
-    pub fn load(&self, tenant: &str) -> Result<Arc<Target>, Failure> {
-        self.load_sandbox(tenant).map(|s| s.target.clone())
+    pub fn reload(&self, tenant: &str) -> Result<(), Failure> {
+        self.load_sandbox(tenant).map(drop)
     }
 
     fn load_sandbox(&self, tenant: &str) -> Result<Arc<Sandbox>, Failure> {

@@ -41,6 +41,9 @@ struct Init {
     /// What a child must set back to SIG_DFL (the init's dispositions never
     /// change after setup: it reads signals through a signalfd).
     reset_signals: Vec<libc::c_int>,
+    /// Its own policy is not SCHED_OTHER (it serves as a batch task):
+    /// children are set back. Taken once, when serving starts.
+    reset_sched: bool,
     rlimits: Vec<(libc::c_int, u64, u64)>,
     devnull: OwnedFd,
     /// The stack every spawned child runs on until its exec.
@@ -105,6 +108,7 @@ pub fn main() -> ! {
     // Setup (the `corral up` latency) ran under the caller's policy; serving
     // spawns runs as a batch task (see `batch_scheduling`).
     crate::spawn::batch_scheduling();
+    init.reset_sched = crate::spawn::unusual_policy();
     // Give back what setup used (the plan's JSON, the mount work): an idle
     // init should cost as little memory as possible.
     // SAFETY: malloc_trim only releases free heap memory.
@@ -158,6 +162,7 @@ fn prepare(setup: &mut std::fs::File, devnull: OwnedFd, recv_buf: Vec<u8>) -> Re
         stack,
         rlimits: limits.rlimits(),
         reset_signals: crate::spawn::non_default_signals(),
+        reset_sched: false,
         filter,
         security,
         devnull,
@@ -306,7 +311,7 @@ impl Init {
     fn spawn(&mut self, id: u64, req: &SpawnRequest, fds: Vec<OwnedFd>) -> Option<Reply> {
         let null = self.devnull.as_raw_fd();
         let stdio = [0, 1, 2].map(|i| Some(fds.get(i).map(|f| f.as_raw_fd()).unwrap_or(null)));
-        let spec = ExecSpec { argv: &req.argv, env: &req.env, cwd: &req.cwd, stdio, new_session: true, preserve_fds: 0, cgroup_procs: Vec::new(), reset_signals: Some(&self.reset_signals) };
+        let spec = ExecSpec { argv: &req.argv, env: &req.env, cwd: &req.cwd, stdio, new_session: true, preserve_fds: 0, cgroup_procs: Vec::new(), reset_signals: Some(&self.reset_signals), reset_sched: self.reset_sched };
         let exec = match Exec::prepare(&self.security, &self.rlimits, spec) {
             Ok(e) => e,
             Err(e) => return Some(Reply::Failed { step: e.to_string(), errno: 0 }),

@@ -97,7 +97,7 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
     drop(fds);
     let env = environment(&t.plan, std::env::vars(), &opts.env);
     let cwd = opts.cwd.clone().unwrap_or_else(|| t.plan.workdir.to_string_lossy().into_owned());
-    let spec = ExecSpec { argv: &opts.argv, env: &env, cwd: &cwd, stdio: [None; 3], new_session: false, preserve_fds: opts.preserve_fds, cgroup_procs: Vec::new(), reset_signals: None };
+    let spec = ExecSpec { argv: &opts.argv, env: &env, cwd: &cwd, stdio: [None; 3], new_session: false, preserve_fds: opts.preserve_fds, cgroup_procs: Vec::new(), reset_signals: None, reset_sched: crate::spawn::unusual_policy() };
     let exec = Exec::prepare(&security, &rlimits, spec)?;
     let pid = exec.spawn(&mut ChildStack::new()?)?;
     CHILD.store(pid.as_raw(), Ordering::Relaxed);

@@ -143,6 +143,10 @@ pub struct ExecSpec<'a> {
     /// process, if it knows them ([`non_default_signals`], taken once by a
     /// long-lived spawner); None resets every signal in the child.
     pub reset_signals: Option<&'a [libc::c_int]>,
+    /// The forking process runs under another policy than SCHED_OTHER
+    /// ([`unusual_policy`], taken once by a long-lived spawner): the child
+    /// goes back to SCHED_OTHER.
+    pub reset_sched: bool,
 }
 
 impl<'a> Exec<'a> {
@@ -172,8 +176,7 @@ impl<'a> Exec<'a> {
             // SAFETY: isatty/tcgetpgrp/getpgrp only query; done in the parent.
             foreground_tty: !spec.new_session && unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() },
             reset_signals: spec.reset_signals,
-            // SAFETY: a query without arguments.
-            reset_sched: unsafe { libc::sched_getscheduler(0) } & !libc::SCHED_RESET_ON_FORK != libc::SCHED_OTHER,
+            reset_sched: spec.reset_sched,
         };
         e.argv_ptrs = e.argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
         e.envp_ptrs = e.envp.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
@@ -480,6 +483,14 @@ pub fn batch_scheduling() {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: a pointer to a sched_param on the stack.
     unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
+}
+
+/// Whether this thread runs under another scheduling policy than
+/// SCHED_OTHER (then its children must be set back: see [`ExecSpec`]).
+pub fn unusual_policy() -> bool {
+    // SAFETY: a query without arguments.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    policy & !libc::SCHED_RESET_ON_FORK != libc::SCHED_OTHER
 }
 
 /// The environment a tenant process gets: cleared, then the plan's `keep`
