@@ -9,10 +9,9 @@
 mod common;
 use common::*;
 use corral_bench::ResultSet;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -22,30 +21,7 @@ const HANG_LIMIT: Duration = Duration::from_secs(240);
 
 /// Run `corral bench SUITE --smoke --json`; its results and pid.
 fn bench(env: &Env, suite: &str, out: &Path) -> (ResultSet, i32) {
-    let mut cmd = env.cmd();
-    cmd.args(["bench", suite, "--smoke", "--json", "--out"])
-        .arg(out);
-    cmd.process_group(0);
-    cmd.stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let started = Instant::now();
-    let child = cmd.spawn().expect("spawn corral bench");
-    let pid = child.id() as i32;
-    let watchdog = std::thread::spawn(move || {
-        while started.elapsed() < HANG_LIMIT {
-            std::thread::sleep(Duration::from_millis(200));
-            // SAFETY: existence check of our own child's group.
-            if unsafe { libc::kill(-pid, 0) } != 0 {
-                return;
-            }
-        }
-        // SAFETY: signalling the process group we created.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-        std::thread::sleep(Duration::from_secs(60));
-        unsafe { libc::kill(-pid, libc::SIGKILL) };
-    });
-    let o = child.wait_with_output().unwrap();
-    let took = started.elapsed();
+    let (o, pid, took) = run_bench_smoke(env, suite, out, HANG_LIMIT, Duration::from_secs(60));
     let stdout = String::from_utf8_lossy(&o.stdout);
     let stderr = String::from_utf8_lossy(&o.stderr);
     eprintln!(
@@ -58,7 +34,6 @@ fn bench(env: &Env, suite: &str, out: &Path) -> (ResultSet, i32) {
         "corral bench {suite} failed ({:?}) after {took:?}\nstdout: {stdout}\nstderr: {stderr}",
         o.status
     );
-    drop(watchdog);
     let v: serde_json::Value =
         serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
     assert!(v["error"].is_null(), "{v}");

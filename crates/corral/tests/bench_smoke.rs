@@ -6,9 +6,8 @@
 mod common;
 use common::*;
 use corral_bench::ResultSet;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Hang guard only (a smoke run takes well under a minute): SIGTERM (the
 /// bench cleans up), then SIGKILL.
@@ -43,33 +42,11 @@ fn figure_ok(rs: &ResultSet, suite: &str, test: &str, mode: &str, figure: &str) 
 fn bench_all_smoke_is_complete_and_leaves_nothing_behind() {
     let env = Env::new();
     let out = tempfile::Builder::new().prefix("corral-bench-out").tempdir_in("/var/tmp").unwrap();
-    let mut cmd = env.cmd();
-    cmd.args(["bench", "all", "--smoke", "--json", "--out"]).arg(out.path());
-    cmd.process_group(0);
-    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
-    let started = Instant::now();
-    let child = cmd.spawn().expect("spawn corral bench");
-    let pid = child.id() as i32;
-    let watchdog = std::thread::spawn(move || {
-        while started.elapsed() < HANG_LIMIT {
-            std::thread::sleep(Duration::from_millis(200));
-            // SAFETY: existence check of our own child's group.
-            if unsafe { libc::kill(-pid, 0) } != 0 {
-                return;
-            }
-        }
-        // SAFETY: signalling the process group we created.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-        std::thread::sleep(Duration::from_secs(30));
-        unsafe { libc::kill(-pid, libc::SIGKILL) };
-    });
-    let o = child.wait_with_output().unwrap();
-    let took = started.elapsed();
+    let (o, pid, took) = run_bench_smoke(&env, "all", out.path(), HANG_LIMIT, Duration::from_secs(30));
     let stdout = String::from_utf8_lossy(&o.stdout);
     let stderr = String::from_utf8_lossy(&o.stderr);
     eprintln!("corral bench all --smoke: {:.1} s, {:?}", took.as_secs_f64(), o.status);
     assert!(o.status.success(), "corral bench failed ({:?}) after {took:?}\nstdout: {stdout}\nstderr: {stderr}", o.status);
-    drop(watchdog);
 
     // stdout (--json) names the files; all three exist.
     let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));

@@ -190,3 +190,33 @@ pub fn write_home_file(user: &str, rel: &str, content: &str, mode: u32) -> PathB
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
     p
 }
+
+/// `corral bench SUITE --smoke --json --out OUT` in a process group of its
+/// own, with a watchdog: past `limit` it gets SIGTERM (the bench cleans up),
+/// `grace` later the group gets SIGKILL. Returns the output, the bench's pid
+/// and how long it took.
+pub fn run_bench_smoke(env: &Env, suite: &str, out: &Path, limit: std::time::Duration, grace: std::time::Duration) -> (Output, i32, std::time::Duration) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = env.cmd();
+    cmd.args(["bench", suite, "--smoke", "--json", "--out"]).arg(out);
+    cmd.process_group(0);
+    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let started = std::time::Instant::now();
+    let child = cmd.spawn().expect("spawn corral bench");
+    let pid = child.id() as i32;
+    std::thread::spawn(move || {
+        while started.elapsed() < limit {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            // SAFETY: existence check of our own child's group.
+            if unsafe { libc::kill(-pid, 0) } != 0 {
+                return;
+            }
+        }
+        // SAFETY: signalling the process group we created.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        std::thread::sleep(grace);
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+    });
+    let o = child.wait_with_output().unwrap();
+    (o, pid, started.elapsed())
+}
