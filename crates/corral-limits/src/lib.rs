@@ -24,7 +24,7 @@ mod value;
 
 pub use apply::{Step, CPU_PERIOD_US};
 pub use backend::{Backend, Controller, Kind, DEFAULT_PARENT};
-pub use cgroup::{TenantCgroup, KILL_TIMEOUT, RMDIR_TIMEOUT};
+pub use cgroup::{open_self_entry, TenantCgroup, KILL_TIMEOUT, RMDIR_TIMEOUT};
 pub use device::DeviceId;
 pub use entry::{EntryError, EntryGuard, EntrySlots};
 pub use error::{CgroupError, LimitError, Problem, Result};

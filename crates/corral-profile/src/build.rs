@@ -1,7 +1,7 @@
 //! Layers (template, tenant override) + tenant + plan → a validated `Plan`.
 
 use crate::doc::L;
-use crate::error::{Location, ProfileError, Source};
+use crate::error::{line_starts, Location, ProfileError, Source};
 use crate::expand::expand;
 use crate::layer::{self, check_tmp, Layer, TmpKind};
 use crate::limits::{self, PlanFile};
@@ -35,15 +35,19 @@ pub(crate) fn assemble(
     tenant: Tenant,
     plans: PlanFile,
 ) -> Result<Plan, ProfileError> {
+    let lines = line_starts(template.text);
     let mut layer = layer::parse(Source {
         path: template.path,
         text: template.text,
+        lines: &lines,
     })?;
     let mut sources = vec![template.path.to_path_buf()];
     if let Some(over) = over {
+        let lines = line_starts(over.text);
         layer = layer.overlay(layer::parse(Source {
             path: over.path,
             text: over.text,
+            lines: &lines,
         })?);
         sources.push(over.path.to_path_buf());
     }

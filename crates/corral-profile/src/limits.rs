@@ -3,7 +3,7 @@
 //! each keeps the file and line it came from.
 
 use crate::doc::{to_toml, Node, Table, L};
-use crate::error::{invalid, ProfileError, Source};
+use crate::error::{invalid, line_starts, ProfileError, Source};
 use crate::plan::{LimitsSource, Origin};
 use crate::values::{is_plan_name, PLAN_NAME};
 use std::collections::BTreeMap;
@@ -143,7 +143,8 @@ pub(crate) fn read_plan(
     path: &Path,
     out: &mut Vec<LimitEntry>,
 ) -> Result<(), ProfileError> {
-    let src = Source { path, text };
+    let lines = line_starts(text);
+    let src = Source { path, text, lines: &lines };
     let doc = toml_edit::ImDocument::parse(text).map_err(|e| src.syntax_error(&e))?;
     flatten(&Table::root(src, doc.as_table()), "", out)
 }

@@ -311,7 +311,7 @@ impl Init {
     fn spawn(&mut self, id: u64, req: &SpawnRequest, fds: Vec<OwnedFd>) -> Option<Reply> {
         let null = self.devnull.as_raw_fd();
         let stdio = [0, 1, 2].map(|i| Some(fds.get(i).map(|f| f.as_raw_fd()).unwrap_or(null)));
-        let spec = ExecSpec { argv: &req.argv, env: &req.env, cwd: &req.cwd, stdio, new_session: true, preserve_fds: 0, cgroup_procs: Vec::new(), reset_signals: Some(&self.reset_signals), reset_sched: self.reset_sched };
+        let spec = ExecSpec { argv: &req.argv, env: &req.env, cwd: &req.cwd, stdio, new_session: true, preserve_fds: 0, cgroup_entry: Vec::new(), reset_signals: Some(&self.reset_signals), reset_sched: self.reset_sched };
         let exec = match Exec::prepare(&self.security, &self.rlimits, spec) {
             Ok(e) => e,
             Err(e) => return Some(Reply::Failed { step: e.to_string(), errno: 0 }),

@@ -37,7 +37,9 @@ pub fn load(layout: &Layout, tenant: &str) -> Result<Target, JoinError> {
     let dir = layout.tenant(tenant);
     let state = match dir.read_state() {
         Ok(Some(s)) if s.init_alive() => s,
+        // Dead, never up, or a state file a crash cut short: (re)build.
         Ok(_) => return Err(JoinError::NotUp(tenant.to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return Err(JoinError::NotUp(tenant.to_string())),
         Err(e) => return Err(JoinError::Other(format!("read {}: {e}", dir.state().display()))),
     };
     let raw = std::fs::read(dir.plan()).map_err(|e| JoinError::Other(format!("read {}: {e}", dir.plan().display())))?;
@@ -85,9 +87,7 @@ extern "C" fn forward(sig: libc::c_int) {
 pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinError> {
     let dir = layout.tenant(&t.state.tenant);
     let _slot = entry(layout, t)?;
-    // Join the cgroup first (the child is then born inside it: no window in
-    // which tenant code runs unlimited), while host paths are still visible.
-    join_cgroup(&t.state)?;
+    let cgroup = cgroup_entry(&t.state)?;
     let groups: Vec<libc::gid_t> = t.plan.tenant.groups.iter().map(|g| g.1).collect();
     let security = corral_security::prepare(&t.plan.seccomp, t.plan.tenant.uid, t.plan.tenant.gid, &groups)
         .map_err(|e| JoinError::Other(e.to_string()))?;
@@ -97,7 +97,7 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
     drop(fds);
     let env = environment(&t.plan, std::env::vars(), &opts.env);
     let cwd = opts.cwd.clone().unwrap_or_else(|| t.plan.workdir.to_string_lossy().into_owned());
-    let spec = ExecSpec { argv: &opts.argv, env: &env, cwd: &cwd, stdio: [None; 3], new_session: false, preserve_fds: opts.preserve_fds, cgroup_procs: Vec::new(), reset_signals: None, reset_sched: crate::spawn::unusual_policy() };
+    let spec = ExecSpec { argv: &opts.argv, env: &env, cwd: &cwd, stdio: [None; 3], new_session: false, preserve_fds: opts.preserve_fds, cgroup_entry: cgroup, reset_signals: None, reset_sched: crate::spawn::unusual_policy() };
     let exec = Exec::prepare(&security, &rlimits, spec)?;
     let pid = exec.spawn(&mut ChildStack::new()?)?;
     CHILD.store(pid.as_raw(), Ordering::Relaxed);
@@ -118,23 +118,24 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
     code
 }
 
-/// Move this process into the tenant's cgroup (every hierarchy).
-fn join_cgroup(st: &TenantState) -> Result<(), JoinError> {
+/// Descriptors through which the child moves itself into the tenant's
+/// cgroup (every hierarchy) before it execs: the command is born inside, no
+/// window in which tenant code runs unlimited. A child between clone and
+/// exec is single-threaded, so it may use the cheap self-move
+/// ([`corral_limits::open_self_entry`]). Opened while host paths are visible.
+fn cgroup_entry(st: &TenantState) -> Result<Vec<std::os::fd::OwnedFd>, JoinError> {
+    let err = |e: corral_limits::CgroupError| JoinError::Other(format!("join cgroup: {e}"));
     if !st.cgroup_dirs.is_empty() {
-        let pid = std::process::id().to_string();
-        for d in &st.cgroup_dirs {
-            let p = d.join("cgroup.procs");
-            std::fs::write(&p, &pid).map_err(|e| JoinError::Other(format!("join cgroup {}: {e}", p.display())))?;
-        }
-        return Ok(());
+        return st.cgroup_dirs.iter().map(|d| corral_limits::open_self_entry(d).map_err(err)).collect();
     }
     // State written by an older corral: find the cgroup the slow way.
-    if let Some(cg) = &st.cgroup {
-        let backend = Backend::detect(&st.cgroup_parent).map_err(|e| JoinError::Other(format!("cgroup: {e}")))?;
-        let cg = TenantCgroup::open(&backend, cg).map_err(|e| JoinError::Other(format!("cgroup: {e}")))?;
-        cg.add_pid(std::process::id() as i32).map_err(|e| JoinError::Other(format!("cgroup: {e}")))?;
+    match &st.cgroup {
+        Some(cg) => {
+            let backend = Backend::detect(&st.cgroup_parent).map_err(|e| JoinError::Other(format!("cgroup: {e}")))?;
+            TenantCgroup::open(&backend, cg).and_then(|cg| cg.self_entry_fds()).map_err(err)
+        }
+        None => Ok(Vec::new()),
     }
-    Ok(())
 }
 
 fn wait_code(pid: Pid) -> Result<i32, JoinError> {
@@ -174,8 +175,7 @@ extern "C" fn to_pipe(sig: libc::c_int) {
 /// Run a command as a spawn of the tenant's init, with this process's
 /// stdin/stdout/stderr, and wait for it. The init's child is born inside
 /// every namespace and the cgroup already, with the seccomp filter
-/// inherited: no cgroup migration (on cgroup v1 each cgroup.procs write
-/// costs about 2 ms: the kernel waits for an RCU grace period), no setns,
+/// inherited: no cgroup migration, no setns,
 /// no filter compilation in this process. Measured faster than the setns
 /// join, so `corral run` uses it unless it needs the caller's terminal as a
 /// controlling terminal or extra fds (then [`run`] joins with setns).

@@ -2,11 +2,13 @@
 //!
 //! The sequence (validate first, then a straight line of steps):
 //! 1. lock the tenant (flock), so concurrent first uses build one sandbox;
-//! 2. create the tenant's cgroup and apply its limits;
-//! 3. fork an intermediate child, move it into the cgroup, unshare the
-//!    namespaces, fork the init (pid 1 of the new pid namespace) which execs
-//!    corral-init with the setup socket and the control listener;
-//! 4. send the plan; the init builds the rootfs, pivots and answers Ready;
+//! 2. create the tenant's cgroup;
+//! 3. fork an intermediate child, which moves itself into the cgroup,
+//!    unshares the namespaces and forks the init (pid 1 of the new pid
+//!    namespace), which execs corral-init with the setup socket and the
+//!    control listener;
+//! 4. send the plan; while the init builds the rootfs and pivots, apply the
+//!    limits and write plan.json and limits.json; wait for its Ready;
 //! 5. persist the namespace files and write state.json atomically.
 //!
 //! Any failure after step 2 undoes everything done so far.
@@ -84,12 +86,23 @@ pub fn up(layout: &Layout, plan: &Plan, limits: &Limits, opts: &UpOptions) -> Re
     let name = &plan.tenant.name;
     let _lock = lock(layout, name)?;
     let dir = layout.tenant(name);
-    if let Some(st) = dir.read_state().map_err(io(format!("read {}", dir.state().display())))? {
-        if st.init_alive() && st.proto == proto::VERSION {
-            return Ok(UpOutcome::AlreadyUp { pid: st.init_pid, stale: st.digest != plan.digest() });
+    let alive = match dir.read_state() {
+        Ok(Some(st)) if st.init_alive() && st.proto == proto::VERSION => Some(st),
+        Ok(None) => None,
+        // A dead, incompatible or cut-short (crash) state: clear it before
+        // building anew.
+        Ok(Some(_)) => {
+            teardown_locked(layout, name)?;
+            None
         }
-        // A dead (or incompatible) sandbox: clear it before building anew.
-        teardown_locked(layout, name)?;
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            teardown_locked(layout, name)?;
+            None
+        }
+        Err(e) => return Err(io(format!("read {}", dir.state().display()))(e)),
+    };
+    if let Some(st) = alive {
+        return Ok(UpOutcome::AlreadyUp { pid: st.init_pid, stale: st.digest != plan.digest() });
     }
     create(layout, &dir, plan, limits, opts)
 }
@@ -102,12 +115,8 @@ fn create(layout: &Layout, dir: &TenantDir, plan: &Plan, limits: &Limits, opts: 
     }
     std::fs::create_dir_all(dir.root()).map_err(io("create root mount point"))?;
     std::fs::create_dir_all(dir.entry()).map_err(io("create entry dir"))?;
-    write_atomic(&dir.plan(), &serde_json::to_vec(plan).expect("plan serializes"), 0o600).map_err(io("write plan.json"))?;
-    write_atomic(&dir.limits(), &serde_json::to_vec(limits).expect("limits serialize"), 0o600).map_err(io("write limits.json"))?;
-
     let backend = Backend::detect(&opts.cgroup_parent).map_err(|e| SandboxError::Cgroup(e.to_string()))?;
     let cg = TenantCgroup::create(&backend, &plan.tenant.name).map_err(|e| SandboxError::Cgroup(e.to_string()))?;
-    cg.apply(limits).map_err(|e| SandboxError::Cgroup(e.to_string()))?;
 
     let listener = control_listener(&dir.control())?;
     let (setup_host, setup_init) = socketpair(AddressFamily::Unix, SockType::Stream, None, SockFlag::SOCK_CLOEXEC).map_err(sys("socketpair"))?;
@@ -117,6 +126,13 @@ fn create(layout: &Layout, dir: &TenantDir, plan: &Plan, limits: &Limits, opts: 
     let mut setup = std::fs::File::from(setup_host);
     let msg = serde_json::to_vec(&crate::init::Setup { plan: plan.clone(), root: dir.root() }).expect("setup serializes");
     setup.write_all(&(msg.len() as u32).to_le_bytes()).and_then(|_| setup.write_all(&msg)).map_err(io("send the plan to the tenant init"))?;
+    // While the init execs and builds the rootfs (most of `up`'s time): the
+    // limits, and the files `run` and the gateway read. Nothing of the
+    // tenant's runs before the init answers Ready, so every limit is in
+    // place before the first tenant process starts.
+    cg.apply(limits).map_err(|e| SandboxError::Cgroup(e.to_string()))?;
+    write_atomic(&dir.plan(), &serde_json::to_vec(plan).expect("plan serializes"), 0o600).map_err(io("write plan.json"))?;
+    write_atomic(&dir.limits(), &serde_json::to_vec(limits).expect("limits serialize"), 0o600).map_err(io("write limits.json"))?;
     match read_reply(&mut setup, &plan.tenant.name, Duration::from_secs(30))? {
         SetupReply::Ready => {}
         SetupReply::Failed { message } => return Err(SandboxError::Setup { tenant: plan.tenant.name.clone(), message }),
@@ -183,14 +199,25 @@ fn start_init(plan: &Plan, opts: &UpOptions, cg: &TenantCgroup, setup: OwnedFd, 
     let envp = [c"CORRAL_INIT_FDS=3,4".as_ptr(), std::ptr::null()];
     let (go_r, go_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys("pipe"))?;
     let (pid_r, pid_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys("pipe"))?;
-    // SAFETY: the child runs only async-signal-safe calls (read, unshare,
-    // fork, dup2, execve, write, _exit) on memory prepared before the fork.
+    // The child moves itself into the cgroup before it unshares: the cgroup
+    // namespace is rooted where the unsharing process is (see
+    // `corral_limits::open_self_entry` for why the child and not us).
+    let entry = cg.self_entry_fds().map_err(|e| SandboxError::Cgroup(e.to_string()))?;
+    // SAFETY: the child runs only async-signal-safe calls (read, write,
+    // unshare, fork, dup2, execve, _exit) on memory prepared before the fork.
     match unsafe { fork() }.map_err(sys("fork"))? {
         ForkResult::Child => {
             let mut b = [0u8; 1];
-            // SAFETY: reading one byte into a stack buffer.
-            if unsafe { libc::read(go_r.as_raw_fd(), b.as_mut_ptr().cast(), 1) } != 1 {
-                unsafe { libc::_exit(1) };
+            for fd in &entry {
+                // SAFETY: writing static bytes to fds opened before the fork;
+                // on failure the errno goes where the init's pid would.
+                unsafe {
+                    if libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) != 1 {
+                        let e = (-Errno::last_raw()).to_ne_bytes();
+                        libc::write(pid_w.as_raw_fd(), e.as_ptr().cast(), e.len());
+                        libc::_exit(6);
+                    }
+                }
             }
             // SAFETY: unshare takes only flags.
             if unsafe { libc::unshare(flags.bits()) } < 0 {
@@ -234,13 +261,7 @@ fn start_init(plan: &Plan, opts: &UpOptions, cg: &TenantCgroup, setup: OwnedFd, 
         ForkResult::Parent { child } => {
             drop(go_r);
             drop(pid_w);
-            let joined = cg.add_pid(child.as_raw()).map_err(|e| SandboxError::Cgroup(e.to_string()));
-            if let Err(e) = joined {
-                let _ = kill(child, Signal::SIGKILL);
-                let _ = nix::sys::wait::waitpid(child, None);
-                return Err(e);
-            }
-            nix::unistd::write(&go_w, b"g").map_err(sys("start the intermediate child"))?;
+            drop(entry);
             if user {
                 let mut u = [0u8; 1];
                 let mapped = nix::unistd::read(pid_r.as_raw_fd(), &mut u)
@@ -261,6 +282,7 @@ fn start_init(plan: &Plan, opts: &UpOptions, cg: &TenantCgroup, setup: OwnedFd, 
             let pid = i32::from_ne_bytes(buf);
             match status {
                 nix::sys::wait::WaitStatus::Exited(_, 0) if got && pid > 0 => Ok(pid),
+                nix::sys::wait::WaitStatus::Exited(_, 6) if got => Err(SandboxError::Cgroup(format!("move the init into cgroup {}: {}", cg.name(), Errno::from_raw(-pid)))),
                 nix::sys::wait::WaitStatus::Exited(_, 2) => Err(SandboxError::Sys("unshare namespaces".into(), Errno::EPERM)),
                 other => Err(SandboxError::Setup { tenant: plan.tenant.name.clone(), message: format!("could not start the init: {other:?}") }),
             }

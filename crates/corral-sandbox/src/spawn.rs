@@ -91,8 +91,9 @@ pub struct Exec<'a> {
     cwd: CString,
     rlimits: Vec<(libc::c_int, libc::rlimit)>,
     security: &'a corral_security::Prepared,
-    /// cgroup.procs files to write "0" into (join before exec).
-    cgroup_procs: Vec<OwnedFd>,
+    /// [`corral_limits::open_self_entry`] files: the child writes "0" into
+    /// each, moving itself into the cgroup before exec.
+    cgroup_entry: Vec<OwnedFd>,
     /// fds to become 0, 1, 2 (None: keep what we have).
     stdio: [Option<RawFd>; 3],
     new_session: bool,
@@ -138,7 +139,7 @@ pub struct ExecSpec<'a> {
     pub stdio: [Option<RawFd>; 3],
     pub new_session: bool,
     pub preserve_fds: i32,
-    pub cgroup_procs: Vec<OwnedFd>,
+    pub cgroup_entry: Vec<OwnedFd>,
     /// The signals whose disposition differs from SIG_DFL in the forking
     /// process, if it knows them ([`non_default_signals`], taken once by a
     /// long-lived spawner); None resets every signal in the child.
@@ -169,7 +170,7 @@ impl<'a> Exec<'a> {
                 .map(|&(r, soft, hard)| (r, libc::rlimit { rlim_cur: soft, rlim_max: hard }))
                 .collect(),
             security,
-            cgroup_procs: spec.cgroup_procs,
+            cgroup_entry: spec.cgroup_entry,
             stdio: spec.stdio,
             new_session: spec.new_session,
             preserve_fds: spec.preserve_fds,
@@ -260,7 +261,7 @@ impl<'a> Exec<'a> {
                 fail(Step::Security, Errno::last());
             }
         }
-        for fd in &self.cgroup_procs {
+        for fd in &self.cgroup_entry {
             // SAFETY: writing a static buffer to an fd opened by the parent.
             if unsafe { libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) } < 0 {
                 fail(Step::Cgroup, Errno::last());

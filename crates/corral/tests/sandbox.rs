@@ -368,6 +368,35 @@ fn a_killed_init_is_noticed_and_the_next_run_rebuilds() {
 }
 
 #[test]
+fn a_state_file_cut_short_by_a_crash_counts_as_dead() {
+    // State files are not fsync'd (runtime state): after a machine crash the
+    // inits are gone and a state file may be empty or truncated.
+    let env = Env::new();
+    env.default_profile_with("");
+    env.ok(&["up", T1, T2]);
+    for (t, cut) in [(T1, 0usize), (T2, 20)] {
+        let pid = env.init_pid(t);
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while corral_sandbox::state::process_start(pid).is_some() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let p = env.state_dir().join("tenants").join(t).join("state.json");
+        let text = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &text[..cut]).unwrap();
+    }
+    // `run` rebuilds T1; `up` rebuilds T2.
+    assert_eq!(env.sh(T1, "echo rebuilt").trim(), "rebuilt");
+    let out = env.ok(&["up", T2]);
+    assert!(out.contains(&format!("{T2}: up (init pid")), "{out}");
+    for t in [T1, T2] {
+        assert!(corral_sandbox::state::process_start(env.init_pid(t)).is_some(), "{t} has a live init");
+    }
+    env.ok(&["down", "--all"]);
+    assert!(env.mounts_mentioning_state().is_empty(), "{:?}", env.mounts_mentioning_state());
+}
+
+#[test]
 fn preserve_fds_passes_exactly_the_named_descriptors() {
     let env = Env::new();
     env.default_profile_with("");
