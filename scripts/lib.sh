@@ -11,9 +11,28 @@ need_root() {
   fi
 }
 
+# corral and corral-init are linked statically (glibc static-pie): starting
+# the dynamically linked binary was most of what `corral run` adds to a
+# command, and most of `corral up`'s exec of the init (docs/benchmarks.md).
+# The flag must reach only what runs on the target, not build scripts and
+# proc macros (those cannot be static), which is what an explicit --target
+# does; artifacts then live in target/<host triple>/. corral looks users and
+# groups up without NSS modules (crates/corral-users), the one thing a static
+# glibc cannot do safely.
+host_target() {
+  rustc -vV | sed -n 's/^host: //p'
+}
+# Runs cargo with the static settings: static_cargo build --release ...
+static_cargo() {
+  local host var
+  host=$(host_target)
+  var="CARGO_TARGET_$(echo "$host" | tr 'a-z-' 'A-Z_')_RUSTFLAGS"
+  env CARGO_BUILD_TARGET="$host" "$var=-C target-feature=+crt-static" cargo "$@"
+}
+
 # Release build of the corral and corral-init binaries.
 build_release() {
-  (cd "$REPO" && cargo build --release -p corral --bins)
-  CORRAL="$REPO/target/release/corral"
+  (cd "$REPO" && static_cargo build --release -p corral --bins)
+  CORRAL="$REPO/target/$(host_target)/release/corral"
   export CORRAL
 }

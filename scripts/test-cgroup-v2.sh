@@ -60,7 +60,7 @@ kvm_probe=${CORRAL_VM_KVM_PROBE:-20}
 
 # ---- 1. build the test executables ------------------------------------------
 say "building corral-limits' test executables (cargo test --no-run)"
-json=$(cd "$REPO" && cargo test -p corral-limits --no-run --message-format=json) || die "cargo test --no-run failed (messages above)"
+json=$(cd "$REPO" && static_cargo test -p corral-limits --no-run --message-format=json) || die "cargo test --no-run failed (messages above)"
 mapfile -t exes < <(grep '"reason":"compiler-artifact"' <<<"$json" | grep '"test":true' |
   grep -o '"executable":"[^"]*"' | sed 's/^"executable":"//; s/"$//' | sort -u)
 ((${#exes[@]})) || die "cargo built no test executables"

@@ -9,7 +9,7 @@ scripts/install-deps.sh
 scripts/test-users.sh
 start=$(date +%s)
 echo "== cargo test (workspace)" >&2
-cargo test --workspace --no-fail-fast -- --test-threads=2
+static_cargo test --workspace --no-fail-fast -- --test-threads=2
 if [ -x scripts/fuzz.sh ]; then
   echo "== fuzzing (bounded)" >&2
   scripts/fuzz.sh "${CORRAL_FUZZ_SECONDS:-30}"

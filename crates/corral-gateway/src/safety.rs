@@ -54,7 +54,7 @@ pub struct TenantUser {
 
 impl TenantUser {
     pub fn by_name(name: &str) -> Result<TenantUser, Refusal> {
-        match nix::unistd::User::from_name(name) {
+        match corral_users::Db::system().user_by_name(name) {
             Ok(Some(u)) => Ok(TenantUser::from(u)),
             Ok(None) => Err(refuse(403, "unknown-user", format!("no user named {name:?}"))),
             Err(e) => Err(refuse(500, "unknown-user", format!("look up user {name:?}: {e}"))),
@@ -62,7 +62,7 @@ impl TenantUser {
     }
 
     pub fn by_uid(uid: u32) -> Result<TenantUser, Refusal> {
-        match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        match corral_users::Db::system().user_by_uid(uid) {
             Ok(Some(u)) => Ok(TenantUser::from(u)),
             Ok(None) => Err(refuse(403, "unknown-user", format!("the owner uid {uid} is no user"))),
             Err(e) => Err(refuse(500, "unknown-user", format!("look up uid {uid}: {e}"))),
@@ -70,9 +70,9 @@ impl TenantUser {
     }
 }
 
-impl From<nix::unistd::User> for TenantUser {
-    fn from(u: nix::unistd::User) -> Self {
-        TenantUser { name: u.name, uid: u.uid.as_raw(), gid: u.gid.as_raw(), home: u.dir }
+impl From<corral_users::User> for TenantUser {
+    fn from(u: corral_users::User) -> Self {
+        TenantUser { name: u.name, uid: u.uid, gid: u.gid, home: u.home }
     }
 }
 

@@ -1,7 +1,7 @@
 //! A cache of the passwd lookups the safety checks make (suEXEC looks the
-//! script's owner up for every request; with glibc's "files" source that
-//! is an open, a read and a parse of /etc/passwd, with a network source
-//! possibly a round trip).
+//! script's owner up for every request; that is an open, a read and a parse
+//! of /etc/passwd, and for users from another NSS source a `getent`
+//! process, see corral-users).
 //!
 //! An entry is used while /etc/passwd is unchanged (device, inode, size,
 //! mtime, ctime: one `stat` per request) and for at most [`TTL`] (users

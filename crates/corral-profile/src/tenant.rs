@@ -3,8 +3,7 @@
 use crate::error::ProfileError;
 use crate::plan::Tenant;
 use crate::values::{is_tenant_name, TENANT_NAME};
-use nix::unistd::{getgrouplist, Gid, Group, User};
-use std::ffi::CString;
+use corral_users::Db;
 use std::path::PathBuf;
 
 fn refuse(name: &str, expected: &str, found: impl Into<String>) -> ProfileError {
@@ -27,7 +26,8 @@ pub(crate) fn check_name(name: &str) -> Result<(), ProfileError> {
 /// Look a tenant up: it must be a known, non-root user.
 pub(crate) fn lookup(name: &str) -> Result<Tenant, ProfileError> {
     check_name(name)?;
-    let user = match User::from_name(name) {
+    let db = Db::system();
+    let user = match db.user_by_name(name) {
         Ok(Some(user)) => user,
         Ok(None) => {
             return Err(refuse(
@@ -36,35 +36,35 @@ pub(crate) fn lookup(name: &str) -> Result<Tenant, ProfileError> {
                 "no such user",
             ))
         }
-        Err(errno) => {
+        Err(e) => {
             return Err(refuse(
                 name,
                 "a user in the passwd database",
-                format!("lookup failed: {errno}"),
+                format!("lookup failed: {e}"),
             ))
         }
     };
-    if user.uid.is_root() {
+    if user.uid == 0 {
         return Err(refuse(
             name,
             "a user other than root (uid 0 cannot be a tenant)",
             "uid 0",
         ));
     }
-    if user.dir.to_str().is_none() {
+    if user.home.to_str().is_none() {
         return Err(refuse(
             name,
             "a home directory that is valid UTF-8",
-            format!("{:?}", user.dir),
+            format!("{:?}", user.home),
         ));
     }
     let groups =
-        groups(&user.name, user.gid).map_err(|e| refuse(name, "a readable group list", e))?;
+        groups(&db, &user.name, user.gid).map_err(|e| refuse(name, "a readable group list", e))?;
     Ok(Tenant {
         name: user.name,
-        uid: user.uid.as_raw(),
-        gid: user.gid.as_raw(),
-        home: user.dir,
+        uid: user.uid,
+        gid: user.gid,
+        home: user.home,
         shell: user.shell,
         groups,
     })
@@ -72,22 +72,18 @@ pub(crate) fn lookup(name: &str) -> Result<Tenant, ProfileError> {
 
 /// Every group of the user, primary first; groups without a name in the
 /// group database are named by their number.
-fn groups(user: &str, primary: Gid) -> Result<Vec<(String, u32)>, String> {
-    let cname = CString::new(user).map_err(|e| e.to_string())?;
-    let mut gids = vec![primary];
-    for gid in getgrouplist(&cname, primary).map_err(|e| format!("getgrouplist failed: {e}"))? {
-        if !gids.contains(&gid) {
-            gids.push(gid);
-        }
-    }
+fn groups(db: &Db, user: &str, primary: u32) -> Result<Vec<(String, u32)>, String> {
+    let gids = db
+        .group_list(user, primary)
+        .map_err(|e| format!("group list: {e}"))?;
     gids.into_iter()
         .map(|gid| {
-            let name = match Group::from_gid(gid) {
+            let name = match db.group_by_gid(gid) {
                 Ok(Some(group)) => group.name,
                 Ok(None) => gid.to_string(),
                 Err(e) => return Err(format!("group {gid} lookup failed: {e}")),
             };
-            Ok((name, gid.as_raw()))
+            Ok((name, gid))
         })
         .collect()
 }

@@ -211,12 +211,12 @@ fn scale_smoke_is_complete_and_leaves_nothing_behind() {
     for i in 1..=20 {
         let u = format!("corral-s{i:05}");
         assert!(
-            nix::unistd::User::from_name(&u).unwrap().is_none(),
+            corral_users::Db::system().user_by_name(&u).unwrap().is_none(),
             "user {u} left"
         );
     }
     assert!(
-        nix::unistd::Group::from_name("corral-scale")
+        corral_users::Db::system().group_by_name("corral-scale")
             .unwrap()
             .is_none(),
         "group corral-scale left"

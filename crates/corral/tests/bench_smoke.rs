@@ -116,5 +116,5 @@ fn bench_all_smoke_is_complete_and_leaves_nothing_behind() {
     let netns = std::process::Command::new("ip").args(["netns", "list"]).output().unwrap();
     let netns = String::from_utf8_lossy(&netns.stdout).into_owned();
     assert!(!netns.contains(&format!("corral-bench-{pid}-")), "network namespaces left: {netns}");
-    assert!(nix::unistd::User::from_name("corral-s00001").unwrap().is_none(), "scale users left");
+    assert!(corral_users::Db::system().user_by_name("corral-s00001").unwrap().is_none(), "scale users left");
 }

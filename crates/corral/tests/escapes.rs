@@ -195,7 +195,7 @@ impl Installed {
         std::fs::copy(probe_binary(), &probe).unwrap();
         std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(0o755)).unwrap();
         let uid = nix::unistd::Uid::from_raw(uid_of(tenant));
-        let gid = nix::unistd::User::from_name(tenant).unwrap().unwrap().gid;
+        let gid = nix::unistd::Gid::from_raw(corral_users::Db::system().user_by_name(tenant).unwrap().unwrap().gid);
         for p in [&dir, &probe] {
             nix::unistd::chown(p, Some(uid), Some(gid)).unwrap();
         }
@@ -946,7 +946,7 @@ fn capabilities_are_all_zero_and_no_new_privs_is_set() {
         let m = Marker::new();
         let inst = Installed::new(T1);
         let uid = uid_of(T1).to_string();
-        let gid = nix::unistd::User::from_name(T1).unwrap().unwrap().gid.as_raw().to_string();
+        let gid = corral_users::Db::system().user_by_name(T1).unwrap().unwrap().gid.to_string();
         let mut c = Checks::default();
         c.probe(&probe(env, T1, &inst, "status", &m, &[&uid, &gid]), "/proc/self/status (corral run)");
         c.probe(&probe_detached(env, &[], T1, &inst, "status", &m, &[&uid, &gid]), "/proc/self/status (--detach)");

@@ -181,8 +181,8 @@ fn scripts_run_as_their_owner_and_never_as_another_tenant() {
     assert_eq!(s.get(&format!("/~{T2}/id.cgi"), &[]).text().trim(), uid_of(T2).to_string());
     // Owned by T2 but lying in T1's home: not T2's file to run, and never T1's.
     let p = s.script(T1, "foreign.cgi", id);
-    let t2 = nix::unistd::User::from_name(T2).unwrap().unwrap();
-    nix::unistd::chown(&p, Some(t2.uid), Some(t2.gid)).unwrap();
+    let t2 = corral_users::Db::system().user_by_name(T2).unwrap().unwrap();
+    nix::unistd::chown(&p, Some(t2.uid.into()), Some(t2.gid.into())).unwrap();
     let r = s.get(&format!("/~{T1}/foreign.cgi"), &[]);
     assert_eq!(r.status, 403, "{r:?}");
     assert!(s.log().contains("refused by rule \"inside-home\""), "{}", s.log());
@@ -206,8 +206,8 @@ fn traversal_symlink_escapes_and_unsafe_files_are_refused() {
     assert_eq!(s.get(&format!("/~{T1}/to-t2.cgi"), &[]).status, 403);
     let outside = s.tmp.path().join("outside.cgi");
     std::fs::write(&outside, ok).unwrap();
-    let t1 = nix::unistd::User::from_name(T1).unwrap().unwrap();
-    nix::unistd::chown(&outside, Some(t1.uid), Some(t1.gid)).unwrap();
+    let t1 = corral_users::Db::system().user_by_name(T1).unwrap().unwrap();
+    nix::unistd::chown(&outside, Some(t1.uid.into()), Some(t1.gid.into())).unwrap();
     set_mode(&outside, 0o755);
     std::os::unix::fs::symlink(&outside, d1.join("out.cgi")).unwrap();
     assert_eq!(s.get(&format!("/~{T1}/out.cgi"), &[]).status, 403);
@@ -458,8 +458,8 @@ mod gw {
             for t in [T1, T2, T3] {
                 let d = s.dir(t);
                 std::fs::create_dir_all(&d).unwrap();
-                let u = nix::unistd::User::from_name(t).unwrap().unwrap();
-                nix::unistd::chown(&d, Some(u.uid), Some(u.gid)).unwrap();
+                let u = corral_users::Db::system().user_by_name(t).unwrap().unwrap();
+                nix::unistd::chown(&d, Some(u.uid.into()), Some(u.gid.into())).unwrap();
                 set_mode(&d, 0o755);
             }
             if let Some(m) = map {

@@ -23,13 +23,8 @@ pub struct Tenant {
 
 impl Tenant {
     pub fn lookup(name: &str) -> Result<Tenant> {
-        match nix::unistd::User::from_name(name) {
-            Ok(Some(u)) => Ok(Tenant {
-                name: name.to_string(),
-                uid: u.uid.as_raw(),
-                gid: u.gid.as_raw(),
-                home: u.dir,
-            }),
+        match corral_users::Db::system().user_by_name(name) {
+            Ok(Some(u)) => Ok(Tenant { name: name.to_string(), uid: u.uid, gid: u.gid, home: u.home }),
             Ok(None) => Err(BenchError::suite(
                 "setup",
                 format!("tenant {name}: no such user (scripts/test-users.sh creates corral-demo1 and corral-demo2)"),

@@ -2,7 +2,6 @@
 
 use crate::plan::{MountOp, NetMode};
 use crate::{check_str, load, ProfileError, BUILTIN_PLAN, BUILTIN_PROFILE, DEFAULT_PROFILE};
-use nix::unistd::User;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -17,14 +16,16 @@ pub(crate) fn config() -> tempfile::TempDir {
 fn default_profile_loads_for_nobody() {
     let dir = config();
     let plan = load(dir.path(), "nobody").unwrap();
-    let nobody = User::from_name("nobody").unwrap().unwrap();
+    // As the system's getent (all NSS sources, dynamically linked) sees it.
+    let out = std::process::Command::new("getent").args(["passwd", "nobody"]).output().unwrap();
+    let nobody = corral_users::parse_passwd_line(std::str::from_utf8(&out.stdout).unwrap().trim()).unwrap();
     assert_eq!(plan.tenant.name, "nobody");
-    assert_eq!(plan.tenant.uid, nobody.uid.as_raw());
-    assert_eq!(plan.tenant.gid, nobody.gid.as_raw());
-    assert_eq!(plan.tenant.home, nobody.dir);
+    assert_eq!(plan.tenant.uid, nobody.uid);
+    assert_eq!(plan.tenant.gid, nobody.gid);
+    assert_eq!(plan.tenant.home, nobody.home);
     assert_eq!(
         plan.tenant.groups[0].1,
-        nobody.gid.as_raw(),
+        nobody.gid,
         "primary group first"
     );
     assert_eq!(plan.hostname, "nobody");
@@ -33,7 +34,7 @@ fn default_profile_loads_for_nobody() {
         [PathBuf::from(BUILTIN_PROFILE), PathBuf::from(BUILTIN_PLAN)]
     );
     assert_eq!(plan.namespaces.net, NetMode::Host);
-    let home = nobody.dir.clone();
+    let home = nobody.home.clone();
     assert!(plan.mounts.contains(&MountOp::Bind {
         src: home.clone(),
         dst: home,
@@ -68,7 +69,7 @@ fn default_profile_loads_for_nobody() {
                 "/tmp",
             ] {
                 assert!(
-                    !src.starts_with(private) || src == &nobody.dir,
+                    !src.starts_with(private) || src == &nobody.home,
                     "{src:?} exposed"
                 );
             }

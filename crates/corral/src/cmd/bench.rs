@@ -131,7 +131,8 @@ pub fn bench(ctx: &Ctx, cmd: BenchCmd) -> anyhow::Result<i32> {
 /// The default demo tenants are created by scripts/test-users.sh when
 /// missing (found next to the source tree this binary was built from).
 fn ensure_default_tenants(tenants: &[String]) -> anyhow::Result<()> {
-    let missing = |t: &String| nix::unistd::User::from_name(t).ok().flatten().is_none();
+    let users = corral_users::Db::system();
+    let missing = |t: &String| users.user_by_name(t).ok().flatten().is_none();
     if !tenants.iter().any(missing) {
         return Ok(());
     }

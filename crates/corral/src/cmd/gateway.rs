@@ -79,11 +79,11 @@ pub fn gateway(ctx: &Ctx, a: GatewayArgs) -> anyhow::Result<i32> {
     let socket_gid = match &a.socket_group {
         None => None,
         Some(g) => Some(
-            nix::unistd::Group::from_name(g)
+            corral_users::Db::system()
+                .group_by_name(g)
                 .map_err(|e| anyhow::anyhow!("--socket-group {g}: {e}"))?
                 .ok_or_else(|| anyhow::anyhow!("--socket-group {g}: no such group"))?
-                .gid
-                .as_raw(),
+                .gid,
         ),
     };
     // FastCGI §3.2: the web servers allowed to connect over TCP.

@@ -20,7 +20,7 @@ pub fn corral_bin() -> PathBuf {
 }
 
 pub fn ensure_users() {
-    let ok = [T1, T2, T3].iter().all(|u| nix::unistd::User::from_name(u).ok().flatten().is_some());
+    let ok = [T1, T2, T3].iter().all(|u| corral_users::Db::system().user_by_name(u).ok().flatten().is_some());
     if !ok {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-users.sh");
         let st = Command::new(&script).status().expect("run scripts/test-users.sh");
@@ -169,24 +169,24 @@ fn walk_dirs(p: &Path) -> Vec<PathBuf> {
 }
 
 pub fn uid_of(user: &str) -> u32 {
-    nix::unistd::User::from_name(user).unwrap().unwrap().uid.as_raw()
+    corral_users::Db::system().user_by_name(user).unwrap().unwrap().uid
 }
 
 pub fn home_of(user: &str) -> PathBuf {
-    nix::unistd::User::from_name(user).unwrap().unwrap().dir
+    corral_users::Db::system().user_by_name(user).unwrap().unwrap().home
 }
 
 /// Write a file into a tenant's home, owned by the tenant.
 pub fn write_home_file(user: &str, rel: &str, content: &str, mode: u32) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    let u = nix::unistd::User::from_name(user).unwrap().unwrap();
-    let p = u.dir.join(rel);
+    let u = corral_users::Db::system().user_by_name(user).unwrap().unwrap();
+    let p = u.home.join(rel);
     if let Some(parent) = p.parent() {
         std::fs::create_dir_all(parent).unwrap();
-        nix::unistd::chown(parent, Some(u.uid), Some(u.gid)).unwrap();
+        nix::unistd::chown(parent, Some(u.uid.into()), Some(u.gid.into())).unwrap();
     }
     std::fs::write(&p, content).unwrap();
-    nix::unistd::chown(&p, Some(u.uid), Some(u.gid)).unwrap();
+    nix::unistd::chown(&p, Some(u.uid.into()), Some(u.gid.into())).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
     p
 }

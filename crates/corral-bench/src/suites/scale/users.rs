@@ -139,11 +139,7 @@ impl Pool {
             created: (0, Duration::ZERO),
             group: true,
         };
-        if nix::unistd::Group::from_name(GROUP)
-            .ok()
-            .flatten()
-            .is_none()
-        {
+        if corral_users::Db::system().group_by_name(GROUP).ok().flatten().is_none() {
             let mut c = tool(GROUPADD);
             c.arg(GROUP);
             run(c, &format!("groupadd {GROUP}"))?;
@@ -157,12 +153,12 @@ impl Pool {
             sys::check_interrupt()?;
             let u = name(i);
             let h = home(&u);
-            match nix::unistd::User::from_name(&u).ok().flatten() {
-                Some(x) if x.dir == h => {}
+            match corral_users::Db::system().user_by_name(&u).ok().flatten() {
+                Some(x) if x.home == h => {}
                 Some(x) => {
                     return Err(BenchError::suite(
                         "scale",
-                        format!("user {u} exists with home {} (not {}): not this suite's user; remove it first", x.dir.display(), h.display()),
+                        format!("user {u} exists with home {} (not {}): not this suite's user; remove it first", x.home.display(), h.display()),
                     ))
                 }
                 None => {
@@ -213,10 +209,7 @@ impl Pool {
         let _ = std::fs::remove_dir(HOMES);
         let _ = std::fs::remove_dir(BASE);
         if std::mem::take(&mut self.group)
-            && nix::unistd::Group::from_name(GROUP)
-                .ok()
-                .flatten()
-                .is_some()
+            && corral_users::Db::system().group_by_name(GROUP).ok().flatten().is_some()
         {
             let mut c = tool(GROUPDEL);
             c.arg(GROUP);

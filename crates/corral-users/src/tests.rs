@@ -1,0 +1,146 @@
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+const PASSWD: &str = "\
+# comment
+root:x:0:0:root:/root:/bin/bash
+
++nisuser::::::
+web1:x:1001:1001:Web One,,,:/home/web1:/bin/sh
+broken:x:notanumber:1:::/bin/sh
+short:x:1002
+web2:x:1002:1002::/srv/web2:/usr/sbin/nologin
+web1:x:9999:9999:second entry never wins:/x:/bin/sh
+";
+
+const GROUP: &str = "\
+root:x:0:
+web1:x:1001:
+staff:x:50:web2, web1
+-nisgroup
+sftp:x:60:web1
+web2:x:1002:
+";
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    db: Db,
+}
+
+/// Files in a temp dir; `nsswitch` as given; a fake getent that prints
+/// `answers` (a shell `case` on "$1:$3") or exits 2.
+fn fixture(nsswitch: &str, answers: &str) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let w = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let getent = w("getent", &format!("#!/bin/sh\necho \"$@\" >> {}/asked\ncase \"$1:$3\" in\n{answers}\n*) exit 2;;\nesac\n", dir.path().display()));
+    std::fs::set_permissions(&getent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let db = Db { passwd: w("passwd", PASSWD), group: w("group", GROUP), nsswitch: w("nsswitch.conf", nsswitch), getent };
+    Fixture { dir, db }
+}
+
+fn asked(f: &Fixture) -> String {
+    std::fs::read_to_string(f.dir.path().join("asked")).unwrap_or_default()
+}
+
+#[test]
+fn files_are_read_like_nss_files() {
+    let f = fixture("passwd: files\ngroup: files\n", "");
+    let web1 = f.db.user_by_name("web1").unwrap().unwrap();
+    assert_eq!(web1, User { name: "web1".into(), uid: 1001, gid: 1001, home: "/home/web1".into(), shell: "/bin/sh".into() });
+    assert_eq!(f.db.user_by_uid(1002).unwrap().unwrap().home, Path::new("/srv/web2"));
+    assert_eq!(f.db.user_by_uid(0).unwrap().unwrap().name, "root");
+    for missing in ["broken", "short", "nisuser", "+nisuser", "nobody"] {
+        assert_eq!(f.db.user_by_name(missing).unwrap(), None, "{missing}");
+    }
+    assert_eq!(f.db.user_by_uid(9999).unwrap().unwrap().name, "web1", "a later duplicate line is still found by uid");
+    assert_eq!(f.db.group_by_name("staff").unwrap().unwrap(), Group { name: "staff".into(), gid: 50, members: vec!["web2".into(), "web1".into()] });
+    assert_eq!(f.db.group_by_gid(60).unwrap().unwrap().name, "sftp");
+    assert_eq!(f.db.group_by_name("nisgroup").unwrap(), None);
+    assert_eq!(f.db.group_list("web1", 1001).unwrap(), vec![1001, 50, 60]);
+    assert_eq!(f.db.group_list("web2", 1002).unwrap(), vec![1002, 50]);
+    assert_eq!(f.db.group_list("web2", 50).unwrap(), vec![50], "the primary group is not repeated");
+    assert_eq!(asked(&f), "", "getent is not asked when nsswitch.conf names only files");
+}
+
+#[test]
+fn getent_answers_what_the_files_do_not_have_when_other_sources_are_named() {
+    let answers = "\
+passwd:ldapuser) echo 'ldapuser:*:5000:5000:LDAP:/home/ldapuser:/bin/bash';;
+passwd:5000) echo 'ldapuser:*:5000:5000:LDAP:/home/ldapuser:/bin/bash';;
+group:ldapgroup) echo 'ldapgroup:*:7000:ldapuser';;
+initgroups:web1) echo 'web1   7000 50';;
+passwd:garbled) echo 'garbled';;
+passwd:failing) exit 1;;";
+    let f = fixture("passwd: files ldap\ngroup: files [NOTFOUND=return] sss\n", answers);
+    assert_eq!(f.db.user_by_name("web1").unwrap().unwrap().uid, 1001, "files first");
+    assert_eq!(asked(&f), "", "an entry in the files costs no getent");
+    assert_eq!(f.db.user_by_name("ldapuser").unwrap().unwrap().home, Path::new("/home/ldapuser"));
+    assert_eq!(f.db.user_by_uid(5000).unwrap().unwrap().name, "ldapuser");
+    assert_eq!(f.db.user_by_name("nobody").unwrap(), None, "exit status 2 is 'not found'");
+    assert_eq!(f.db.group_by_name("ldapgroup").unwrap().unwrap().gid, 7000);
+    assert_eq!(f.db.group_list("web1", 1001).unwrap(), vec![1001, 50, 60, 7000]);
+    let e = f.db.user_by_name("garbled").unwrap_err();
+    assert!(e.to_string().contains("cannot read \"garbled\""), "{e}");
+    let e = f.db.user_by_name("failing").unwrap_err();
+    assert!(e.to_string().contains("passwd failing") && e.to_string().contains("failed"), "{e}");
+    assert!(asked(&f).contains("passwd -- ldapuser\n"), "{}", asked(&f));
+}
+
+#[test]
+fn systemd_and_a_missing_nsswitch_conf_mean_files_only() {
+    let f = fixture("passwd: files systemd\ngroup: files systemd # comment ldap\n", "passwd:nobody) echo 'nobody:x:65534:65534::/:/bin/false';;");
+    assert_eq!(f.db.user_by_name("nobody").unwrap(), None);
+    assert_eq!(f.db.group_list("web1", 1001).unwrap(), vec![1001, 50, 60]);
+    std::fs::remove_file(&f.db.nsswitch).unwrap();
+    assert_eq!(f.db.user_by_name("nobody").unwrap(), None);
+    assert_eq!(asked(&f), "");
+}
+
+#[test]
+fn nsswitch_sources_skip_actions_and_comments() {
+    let text = "# passwd: ldap\npasswd:   files  [ NOTFOUND=return ] ldap # sss\ngroup:files\n";
+    assert_eq!(nsswitch::sources(text, "passwd"), ["files", "ldap"]);
+    assert_eq!(nsswitch::sources(text, "group"), ["files"]);
+    assert_eq!(nsswitch::sources(text, "shadow"), ["files"], "missing line: glibc's default");
+}
+
+#[test]
+fn missing_files_and_getent_are_errors_that_name_them() {
+    let f = fixture("passwd: files ldap\n", "");
+    let db = Db { getent: f.dir.path().join("no-getent"), ..f.db.clone() };
+    let e = db.user_by_name("ldapuser").unwrap_err();
+    assert!(e.to_string().contains("no-getent") && e.to_string().contains("only getent can ask"), "{e}");
+    let db = Db { passwd: f.dir.path().join("no-passwd"), ..f.db.clone() };
+    let e = db.user_by_name("web1").unwrap_err();
+    assert!(e.to_string().contains("read ") && e.to_string().contains("no-passwd"), "{e}");
+}
+
+/// The system's databases answer as the system's own tools (dynamically
+/// linked, all NSS sources) do, for users the files hold.
+#[test]
+fn system_lookups_agree_with_getent_and_id() {
+    let db = Db::system();
+    let tool = |args: &[&str]| {
+        let out = std::process::Command::new(args[0]).args(&args[1..]).output().unwrap();
+        out.status.success().then(|| String::from_utf8(out.stdout).unwrap().trim().to_string())
+    };
+    for name in ["root", "nobody", "daemon"] {
+        let Some(line) = tool(&["getent", "passwd", name]) else { continue };
+        let theirs = parse_passwd_line(&line).unwrap();
+        let ours = db.user_by_name(name).unwrap().unwrap_or_else(|| panic!("{name} not found"));
+        assert_eq!(ours, theirs, "{name}");
+        assert_eq!(db.user_by_uid(ours.uid).unwrap().unwrap().name, name);
+        let mut theirs: Vec<u32> = tool(&["id", "-G", name]).unwrap().split_whitespace().map(|g| g.parse().unwrap()).collect();
+        let mut ours = db.group_list(name, ours.gid).unwrap();
+        theirs.sort_unstable();
+        ours.sort_unstable();
+        assert_eq!(ours, theirs, "groups of {name}");
+    }
+    let root_group = tool(&["getent", "group", "0"]).unwrap();
+    assert_eq!(db.group_by_gid(0).unwrap().unwrap(), parse_group_line(&root_group).unwrap());
+}
