@@ -33,8 +33,9 @@ command could not be executed / was not found.";
 /// `run` is the hot path (a CGI wrapper or shebang interpreter starts it for
 /// every request), and clap builds every subcommand it knows before parsing
 /// (the bench alone has dozens of options): measured 0.1 ms of each run.
-/// Same options, help and errors as the `run` subcommand of [`Cli`].
-#[derive(Parser, Debug)]
+/// Same options, help and errors as the `run` subcommand of [`Cli`]; the
+/// plain forms are read without clap at all ([`RunCli::parse_plain`]).
+#[derive(Parser, Debug, PartialEq)]
 #[command(name = "corral run", about = "Run a command inside a tenant's sandbox (brings it up first if needed)", after_help = RUN_AFTER_HELP)]
 pub struct RunCli {
     #[command(flatten)]
@@ -43,16 +44,112 @@ pub struct RunCli {
     pub run: RunArgs,
 }
 
-#[derive(Args, Debug, Clone)]
+impl RunCli {
+    /// `corral run`'s arguments (after "run") in their plain forms, without
+    /// clap: even the one-subcommand parser costs ~0.1 ms of set-up per run.
+    /// `None` for anything else (help, an unknown or repeated option, a value
+    /// that looks like an option, a missing tenant or command...): the
+    /// caller then parses with clap, which answers exactly as before. The
+    /// unit test checks that every `Some` equals clap's parse.
+    pub fn parse_plain(args: &[std::ffi::OsString], env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<RunCli> {
+        let (mut config_dir, mut state_dir, mut cgroup_parent): (Option<PathBuf>, Option<PathBuf>, Option<String>) = (None, None, None);
+        let (mut tenant, mut cwd, mut log, mut preserve): (Option<String>, Option<String>, Option<PathBuf>, Option<u16>) = (None, None, None, None);
+        let (mut json, mut detach, mut envs, mut command) = (false, false, Vec::new(), None);
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let a = a.to_str()?;
+            if a == "--" {
+                command = Some(it.map(|c| c.to_str().map(String::from)).collect::<Option<Vec<String>>>()?);
+                break;
+            }
+            let (name, inline) = match a.split_once('=') {
+                Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
+                _ => (a, None),
+            };
+            let mut value = || -> Option<String> {
+                let v = match &inline {
+                    Some(v) => v.clone(),
+                    None => it.next()?.to_str()?.to_string(),
+                };
+                (!v.starts_with('-')).then_some(v)
+            };
+            fn once<T>(slot: &mut Option<T>, v: T) -> Option<()> {
+                slot.is_none().then(|| *slot = Some(v))
+            }
+            match name {
+                "--config-dir" => once(&mut config_dir, PathBuf::from(value()?))?,
+                "--state-dir" => once(&mut state_dir, PathBuf::from(value()?))?,
+                "--cgroup-parent" => once(&mut cgroup_parent, value()?)?,
+                "--cwd" => once(&mut cwd, value()?)?,
+                "--log" => once(&mut log, PathBuf::from(value()?))?,
+                "--preserve-fds" => once(&mut preserve, value()?.parse().ok()?)?,
+                "--env" | "-e" => envs.push(value()?),
+                "--json" if inline.is_none() && !json => json = true,
+                "--detach" if inline.is_none() && !detach => detach = true,
+                _ if !a.starts_with('-') && tenant.is_none() => tenant = Some(a.to_string()),
+                _ => return None,
+            }
+        }
+        let command = command.filter(|c| !c.is_empty())?;
+        if log.is_some() && !detach {
+            return None;
+        }
+        let from_env = |var: &str, default: &str| -> Option<String> {
+            match env(var) {
+                None => Some(default.to_string()),
+                Some(v) if !v.is_empty() => v.into_string().ok(),
+                Some(_) => None,
+            }
+        };
+        let global = Global {
+            config_dir: config_dir.map_or_else(|| from_env("CORRAL_CONFIG_DIR", DEFAULT_CONFIG_DIR).map(PathBuf::from), Some)?,
+            state_dir: state_dir.map_or_else(|| from_env("CORRAL_STATE_DIR", DEFAULT_STATE_DIR).map(PathBuf::from), Some)?,
+            cgroup_parent: cgroup_parent.map_or_else(|| from_env("CORRAL_CGROUP_PARENT", DEFAULT_CGROUP_PARENT), Some)?,
+            json,
+        };
+        let run = RunArgs { tenant: tenant?, cwd, env: envs, preserve_fds: preserve.unwrap_or(0), detach, log, command };
+        Some(RunCli { global, run })
+    }
+}
+
+/// If `args` (without argv[0]) is a `corral run` command line, its
+/// arguments for [`RunCli`]: global options before `run` (the way the
+/// bench and wrappers write them) are kept, `run` itself is dropped.
+pub fn run_command_args(args: &[std::ffi::OsString]) -> Option<Vec<std::ffi::OsString>> {
+    const WITH_VALUE: [&str; 3] = ["--state-dir", "--config-dir", "--cgroup-parent"];
+    let mut i = 0;
+    while let Some(a) = args.get(i) {
+        let a = a.to_str()?;
+        if a == "run" {
+            let mut out = args[..i].to_vec();
+            out.extend_from_slice(&args[i + 1..]);
+            return Some(out);
+        }
+        let inline = WITH_VALUE.iter().any(|o| a.strip_prefix(o).is_some_and(|r| r.starts_with('=')));
+        i += match a {
+            _ if WITH_VALUE.contains(&a) => 2,
+            "--json" => 1,
+            _ if inline => 1,
+            _ => return None,
+        };
+    }
+    None
+}
+
+pub const DEFAULT_CONFIG_DIR: &str = "/etc/corral";
+pub const DEFAULT_STATE_DIR: &str = "/run/corral";
+pub const DEFAULT_CGROUP_PARENT: &str = "corral";
+
+#[derive(Args, Debug, Clone, PartialEq)]
 pub struct Global {
     /// Configuration directory (profile.toml, tenants/, plans/).
-    #[arg(long, global = true, env = "CORRAL_CONFIG_DIR", default_value = "/etc/corral")]
+    #[arg(long, global = true, env = "CORRAL_CONFIG_DIR", default_value = DEFAULT_CONFIG_DIR)]
     pub config_dir: PathBuf,
     /// State directory (one subdirectory per running sandbox).
-    #[arg(long, global = true, env = "CORRAL_STATE_DIR", default_value = "/run/corral")]
+    #[arg(long, global = true, env = "CORRAL_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
     pub state_dir: PathBuf,
     /// cgroup parent below the cgroup root that holds every tenant's cgroup.
-    #[arg(long, global = true, env = "CORRAL_CGROUP_PARENT", default_value = "corral")]
+    #[arg(long, global = true, env = "CORRAL_CGROUP_PARENT", default_value = DEFAULT_CGROUP_PARENT)]
     pub cgroup_parent: String,
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
@@ -150,7 +247,7 @@ pub struct DownArgs {
     pub all: bool,
 }
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, PartialEq)]
 pub struct RunArgs {
     /// Tenant name.
     pub tenant: String,
@@ -220,5 +317,77 @@ mod tests {
         assert_eq!(parsed.global.state_dir, PathBuf::from("/s"));
         assert_eq!((parsed.run.tenant.as_str(), parsed.run.env.clone(), parsed.run.command.clone()), ("t1", vec!["A=1".to_string()], vec!["id".to_string(), "-u".to_string()]));
         assert!(RunCli::try_parse_from(["corral run", "t1"]).is_err(), "the command is required");
+    }
+
+    #[test]
+    fn run_command_lines_are_recognised_with_global_options_first() {
+        let v = |a: &[&str]| a.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        assert_eq!(run_command_args(&v(&["run", "t", "--", "x"])), Some(v(&["t", "--", "x"])));
+        assert_eq!(
+            run_command_args(&v(&["--state-dir", "/s", "--json", "--config-dir=/c", "run", "t", "--", "run"])),
+            Some(v(&["--state-dir", "/s", "--json", "--config-dir=/c", "t", "--", "run"]))
+        );
+        assert_eq!(run_command_args(&v(&["--state-dir", "run", "up", "t"])), None, "run as the value of --state-dir");
+        for other in [&["up", "run"][..], &["ls"], &[], &["--help", "run"], &["--state-dir"]] {
+            assert_eq!(run_command_args(&v(other)), None, "{other:?}");
+        }
+    }
+
+    /// Whatever the plain parser accepts, clap parses the same way; what it
+    /// declines, clap handles (help, errors, unusual forms).
+    #[test]
+    fn plain_parse_agrees_with_clap() {
+        let cases: &[&[&str]] = &[
+            &["t1", "--", "/bin/true"],
+            &["t1", "--", "sh", "-c", "echo -- hi"],
+            &["--state-dir", "/s", "--config-dir=/c", "--cgroup-parent", "p", "--json", "t1", "--", "id"],
+            &["--cwd", "/tmp", "-e", "A=1", "--env", "B=2", "--env=C=3", "t1", "--", "env"],
+            &["--preserve-fds", "2", "t1", "--", "cat"],
+            &["--preserve-fds=1", "--detach", "--log", "/var/log/x", "t1", "--", "sleep", "1"],
+            &["t1", "--cwd", "/w", "--", "pwd"],
+            // Declined (clap answers): help, errors, unusual forms.
+            &["--help"],
+            &["-h"],
+            &["t1"],
+            &["t1", "--"],
+            &["--bogus", "t1", "--", "x"],
+            &["t1", "t2", "--", "x"],
+            &["--cwd", "/a", "--cwd", "/b", "t1", "--", "x"],
+            &["--log", "/l", "t1", "--", "x"],
+            &["--preserve-fds", "-1", "t1", "--", "x"],
+            &["--preserve-fds", "70000", "t1", "--", "x"],
+            &["--cwd", "-x", "t1", "--", "x"],
+            &["--json=yes", "t1", "--", "x"],
+            &["--json", "--json", "t1", "--", "x"],
+            &["--cwd"],
+        ];
+        let mut accepted = 0;
+        for (env, state) in [(None, "/run/corral"), (Some("/from-env"), "/from-env")] {
+            // This test alone touches these variables in this test binary.
+            match env {
+                Some(v) => std::env::set_var("CORRAL_STATE_DIR", v),
+                None => std::env::remove_var("CORRAL_STATE_DIR"),
+            }
+            for case in cases {
+                let args: Vec<std::ffi::OsString> = case.iter().map(|a| a.into()).collect();
+                let plain = RunCli::parse_plain(&args, |v| std::env::var_os(v));
+                let clap = RunCli::try_parse_from(std::iter::once("corral run").chain(case.iter().copied()));
+                if let Some(p) = plain {
+                    accepted += 1;
+                    let c = clap.unwrap_or_else(|e| panic!("{case:?}: plain parsed, clap refused: {e}"));
+                    assert_eq!(p, c, "{case:?}");
+                    if !case.contains(&"--state-dir") {
+                        assert_eq!(p.global.state_dir, PathBuf::from(state));
+                    }
+                } else {
+                    let declined_valid = clap.is_ok() && !case.contains(&"--help") && !case.contains(&"-h");
+                    assert!(!declined_valid, "{case:?}: clap accepts it, the plain parser should too");
+                }
+            }
+        }
+        std::env::set_var("CORRAL_STATE_DIR", "");
+        assert!(RunCli::parse_plain(&["t1".into(), "--".into(), "x".into()], |v| std::env::var_os(v)).is_none(), "an empty variable is left to clap");
+        std::env::remove_var("CORRAL_STATE_DIR");
+        assert_eq!(accepted, 14, "the 7 plain forms, with and without the variable");
     }
 }

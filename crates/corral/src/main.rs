@@ -8,12 +8,13 @@ use clap::Parser;
 
 fn main() {
     // `corral run` (the hot path) is parsed on its own (see `cli::RunCli`).
-    let (global, command) = if std::env::args_os().nth(1).is_some_and(|a| a == "run") {
-        let argv = std::iter::once("corral run".into()).chain(std::env::args_os().skip(2));
-        let cli = cli::RunCli::parse_from::<_, std::ffi::OsString>(argv);
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let (global, command) = if let Some(args) = cli::run_command_args(&argv) {
+        let cli = cli::RunCli::parse_plain(&args, |v| std::env::var_os(v))
+            .unwrap_or_else(|| cli::RunCli::parse_from(std::iter::once("corral run".into()).chain(args)));
         (cli.global, cli::Command::Run(cli.run))
     } else {
-        let cli = cli::Cli::parse();
+        let cli = cli::Cli::parse_from(std::iter::once("corral".into()).chain(argv));
         (cli.global, cli.command)
     };
     let ctx = ctx::Ctx::new(&global);
