@@ -101,14 +101,15 @@ pub fn main() -> ! {
             std::process::exit(1);
         }
     }
+    // Setup (the `corral up` latency) ran under the caller's policy; serving
+    // spawns runs as a batch task (see `batch_scheduling`). Switched before
+    // Ready, so whoever sees the sandbox up sees its init as it will stay.
+    crate::spawn::batch_scheduling();
+    init.reset_sched = crate::spawn::unusual_policy();
     if send_setup(&mut setup, &SetupReply::Ready).is_err() {
         std::process::exit(1);
     }
     drop(setup);
-    // Setup (the `corral up` latency) ran under the caller's policy; serving
-    // spawns runs as a batch task (see `batch_scheduling`).
-    crate::spawn::batch_scheduling();
-    init.reset_sched = crate::spawn::unusual_policy();
     // Give back what setup used (the plan's JSON, the mount work): an idle
     // init should cost as little memory as possible.
     // SAFETY: malloc_trim only releases free heap memory.
