@@ -45,6 +45,9 @@ struct Init {
     /// children are set back. Taken once, when serving starts.
     reset_sched: bool,
     rlimits: Vec<(libc::c_int, u64, u64)>,
+    /// The profile's environment rules and workdir, for `Run` requests.
+    env_rules: corral_profile::plan::EnvPlan,
+    workdir: String,
     devnull: OwnedFd,
     /// The stack every spawned child runs on until its exec.
     stack: ChildStack,
@@ -162,6 +165,8 @@ fn prepare(setup: &mut std::fs::File, devnull: OwnedFd, recv_buf: Vec<u8>) -> Re
     Ok(Init {
         stack,
         rlimits: limits.rlimits(),
+        env_rules: s.plan.env.clone(),
+        workdir: s.plan.workdir.to_string_lossy().into_owned(),
         reset_signals: crate::spawn::non_default_signals(),
         reset_sched: false,
         filter,
@@ -271,6 +276,12 @@ impl Init {
         };
         let reply = match request {
             Ok(Request::Spawn(req)) => self.spawn(id, &req, fds),
+            Ok(Request::Run(run)) => {
+                let env = crate::spawn::environment_of(&self.env_rules, run.caller_env.into_iter(), &run.extra_env);
+                let cwd = run.cwd.unwrap_or_else(|| self.workdir.clone());
+                let req = SpawnRequest { argv: run.argv, env, cwd, timeout_ms: 0, detach: false, announce: false, nfds: run.nfds };
+                self.spawn(id, &req, fds)
+            }
             Ok(Request::Signal { pid, signal }) => Some(self.signal(id, pid, signal)),
             Ok(Request::Status) => Some(Reply::Status(self.status())),
             Err(e) => Some(Reply::Error { message: format!("bad request: {e}") }),

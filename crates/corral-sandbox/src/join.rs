@@ -55,11 +55,15 @@ pub fn load(layout: &Layout, tenant: &str) -> Result<Target, JoinError> {
 
 /// Take an entry-process slot for the tenant (released when the guard drops).
 pub fn entry(layout: &Layout, t: &Target) -> Result<Option<EntryGuard>, JoinError> {
-    let Some(limit) = t.limits.entry_processes else { return Ok(None) };
-    let slots = EntrySlots::open(&layout.tenant(&t.state.tenant).entry(), limit).map_err(|e| JoinError::Other(e.to_string()))?;
+    entry_slot(layout, &t.state.tenant, t.limits.entry_processes)
+}
+
+fn entry_slot(layout: &Layout, tenant: &str, limit: Option<u32>) -> Result<Option<EntryGuard>, JoinError> {
+    let Some(limit) = limit else { return Ok(None) };
+    let slots = EntrySlots::open(&layout.tenant(tenant).entry(), limit).map_err(|e| JoinError::Other(e.to_string()))?;
     match slots.try_acquire() {
         Ok(g) => Ok(Some(g)),
-        Err(corral_limits::EntryError::Full { limit }) => Err(JoinError::EntryLimit { tenant: t.state.tenant.clone(), limit }),
+        Err(corral_limits::EntryError::Full { limit }) => Err(JoinError::EntryLimit { tenant: tenant.to_string(), limit }),
         Err(e) => Err(JoinError::Other(e.to_string())),
     }
 }
@@ -179,26 +183,59 @@ extern "C" fn to_pipe(sig: libc::c_int) {
 /// no filter compilation in this process. Measured faster than the setns
 /// join, so `corral run` uses it unless it needs the caller's terminal as a
 /// controlling terminal or extra fds (then [`run`] joins with setns).
+/// [`run_fast`] does the same without loading the target first.
 pub fn run_via_init(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinError> {
     use crate::client::Client;
-    use crate::proto::{Reply, Request, SpawnRequest};
+    use crate::proto::{Request, SpawnRequest};
     let dir = layout.tenant(&t.state.tenant);
     let _slot = entry(layout, t)?;
     let env = environment(&t.plan, std::env::vars(), &opts.env);
     let cwd = opts.cwd.clone().unwrap_or_else(|| t.plan.workdir.to_string_lossy().into_owned());
     let req = SpawnRequest { argv: opts.argv.clone(), env, cwd, timeout_ms: 0, detach: false, announce: false, nfds: 3 };
+    let client = Client::connect(&dir.control()).map_err(|e| JoinError::Other(format!("connect to {}: {e}", dir.control().display())))?;
+    match converse(&client, &Request::Spawn(req), &opts.argv)? {
+        Some(code) => Ok(code),
+        None => Err(JoinError::Other("the tenant init refused the spawn request".into())),
+    }
+}
+
+/// `corral run` on a running sandbox without loading its state or plan:
+/// connect to the init's control socket (it accepts only while the init
+/// lives), take an entry slot (the limit from limits.json, which `corral
+/// limits set` keeps current), and send a [`Request::Run`], for which the init
+/// applies the profile's environment rules and workdir itself. Saves reading
+/// and parsing state.json and plan.json and the /proc check on every run.
+///
+/// `Ok(None)`: this path does not apply (the tenant is not up, its state
+/// predates limits.json, or its init predates `Run`) and nothing was
+/// started; the caller takes the full path ([`load`], then [`run_via_init`]).
+pub fn run_fast(layout: &Layout, tenant: &str, opts: &RunOptions) -> Result<Option<i32>, JoinError> {
+    use crate::client::Client;
+    use crate::proto::{Request, RunRequest};
+    let dir = layout.tenant(tenant);
+    let Ok(raw) = std::fs::read(dir.limits()) else { return Ok(None) };
+    let Ok(limits) = serde_json::from_slice::<Limits>(&raw) else { return Ok(None) };
+    let Ok(client) = Client::connect(&dir.control()) else { return Ok(None) };
+    let _slot = entry_slot(layout, tenant, limits.entry_processes)?;
+    let req = RunRequest { argv: opts.argv.clone(), caller_env: std::env::vars().collect(), extra_env: opts.env.clone(), cwd: opts.cwd.clone(), nfds: 3 };
+    converse(&client, &Request::Run(req), &opts.argv)
+}
+
+/// Send a foreground request with this process's stdio, forward signals,
+/// and wait for its end: the exit status as a shell reports it, or `None`
+/// when the init's first answer is `Error` (it did not take the request).
+fn converse(client: &crate::client::Client, req: &crate::proto::Request, argv: &[String]) -> Result<Option<i32>, JoinError> {
+    use crate::proto::{Reply, Request};
     let (sig_r, sig_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK).map_err(|e| JoinError::Other(format!("pipe: {e}")))?;
     SIGNAL_PIPE.store(std::os::fd::AsRawFd::as_raw_fd(&sig_w), Ordering::Relaxed);
     for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGQUIT, Signal::SIGUSR1, Signal::SIGUSR2] {
         // SAFETY: `to_pipe` only calls write(2), which is async-signal-safe.
         unsafe { signal::signal(s, SigHandler::Handler(to_pipe)) }.ok();
     }
-    // Connect and send back to back: the init reads the request in the
-    // same wake-up in which it accepts the connection.
-    let client = Client::connect(&dir.control()).map_err(|e| JoinError::Other(format!("connect to {}: {e}", dir.control().display())))?;
     // Unannounced: the init's only answer is the end (Exited), or Failed
     // when the command could not be started.
-    client.send(&Request::Spawn(req), &[0, 1, 2]).map_err(|e| JoinError::Other(format!("spawn request: {e}")))?;
+    client.send(req, &[0, 1, 2]).map_err(|e| JoinError::Other(format!("spawn request: {e}")))?;
+    let mut first = true;
     loop {
         let mut fds = [
             nix::poll::PollFd::new(std::os::fd::AsFd::as_fd(&sig_r), nix::poll::PollFlags::POLLIN),
@@ -220,14 +257,80 @@ pub fn run_via_init(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i3
             }
         }
         if sock_ready {
-            match client.recv() {
-                Ok(Reply::Exited { code: Some(c), .. }) => return Ok(c),
-                Ok(Reply::Exited { signal: Some(s), .. }) => return Ok(128 + s),
-                Ok(Reply::Exited { .. }) => return Ok(128),
-                Ok(Reply::Failed { step, errno }) => return Err(start_failed(&opts.argv, &step, errno)),
+            let reply = client.recv();
+            let was_first = std::mem::replace(&mut first, false);
+            match reply {
+                Ok(Reply::Exited { code: Some(c), .. }) => return Ok(Some(c)),
+                Ok(Reply::Exited { signal: Some(s), .. }) => return Ok(Some(128 + s)),
+                Ok(Reply::Exited { .. }) => return Ok(Some(128)),
+                Ok(Reply::Failed { step, errno }) => return Err(start_failed(argv, &step, errno)),
+                // Replies come in order: an error before anything else
+                // answers the request itself.
+                Ok(Reply::Error { .. }) if was_first => return Ok(None),
                 Ok(_) => {} // answers to Signal requests
                 Err(e) => return Err(JoinError::Other(format!("the tenant init went away: {e}"))),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{self, Reply, Request};
+    use nix::sys::socket::{accept, bind, listen, recv, send, socket, AddressFamily, Backlog, MsgFlags, SockFlag, SockType, UnixAddr};
+    use std::os::fd::AsRawFd;
+
+    /// A stand-in init on the tenant's control socket: takes one request,
+    /// hands it to the caller's thread, answers `reply`.
+    fn fake_init(layout: &Layout, tenant: &str, reply: Reply) -> std::thread::JoinHandle<Request> {
+        let path = layout.tenant(tenant).control();
+        let fd = socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None).unwrap();
+        bind(fd.as_raw_fd(), &UnixAddr::new(&path).unwrap()).unwrap();
+        listen(&fd, Backlog::new(1).unwrap()).unwrap();
+        std::thread::spawn(move || {
+            let c = accept(fd.as_raw_fd()).unwrap();
+            let mut buf = vec![0u8; proto::MAX_MESSAGE];
+            let n = recv(c, &mut buf, MsgFlags::empty()).unwrap();
+            let req: Request = proto::decode(&buf[..n]).unwrap();
+            send(c, &proto::encode(&reply), MsgFlags::empty()).unwrap();
+            nix::unistd::close(c).unwrap();
+            req
+        })
+    }
+
+    fn opts() -> RunOptions {
+        RunOptions { argv: vec!["/bin/true".into()], cwd: None, env: vec![("EXTRA".into(), "1".into())], preserve_fds: 0 }
+    }
+
+    #[test]
+    fn run_fast_applies_only_to_a_running_init_that_takes_run_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path());
+        let t = "fast";
+        std::fs::create_dir_all(layout.tenant(t).dir.clone()).unwrap();
+        assert!(run_fast(&layout, t, &opts()).unwrap().is_none(), "no limits.json: not up");
+        std::fs::write(layout.tenant(t).limits(), serde_json::to_vec(&Limits::default()).unwrap()).unwrap();
+        assert!(run_fast(&layout, t, &opts()).unwrap().is_none(), "no init listening");
+
+        // An init that predates Run answers Error: nothing started, full path.
+        let init = fake_init(&layout, t, Reply::Error { message: "bad request: unknown variant `Run`".into() });
+        assert!(run_fast(&layout, t, &opts()).unwrap().is_none());
+        let Request::Run(req) = init.join().unwrap() else { panic!("expected a Run request") };
+        assert_eq!(req.argv, ["/bin/true"]);
+        assert_eq!(req.extra_env, [("EXTRA".to_string(), "1".to_string())]);
+        assert_eq!(req.cwd, None, "the init picks the profile's workdir");
+        assert_eq!(req.nfds, 3);
+        assert!(req.caller_env.iter().any(|(k, _)| k == "PATH"), "the caller's environment goes to the init, which filters it");
+        std::fs::remove_file(layout.tenant(t).control()).unwrap();
+
+        // A current init: its answer is the command's exit status.
+        let init = fake_init(&layout, t, Reply::Exited { pid: 2, code: Some(7), signal: None, timed_out: false });
+        assert_eq!(run_fast(&layout, t, &opts()).unwrap(), Some(7));
+        init.join().unwrap();
+        std::fs::remove_file(layout.tenant(t).control()).unwrap();
+        let init = fake_init(&layout, t, Reply::Exited { pid: 2, code: None, signal: Some(9), timed_out: false });
+        assert_eq!(run_fast(&layout, t, &opts()).unwrap(), Some(128 + 9));
+        init.join().unwrap();
     }
 }

@@ -39,9 +39,26 @@ pub struct SpawnRequest {
     pub nfds: u8,
 }
 
+/// `corral run`'s request: a foreground command whose environment and
+/// working directory the init derives from the profile it was built with
+/// (the caller's variables filtered by `env.keep`, then `env.set`, then
+/// `extra_env`; `cwd` or the profile's workdir), so the client reads no
+/// plan. An init older than this message answers `Error` (unknown
+/// variant), and the client falls back to a `Spawn` it builds itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRequest {
+    pub argv: Vec<String>,
+    pub caller_env: Vec<(String, String)>,
+    pub extra_env: Vec<(String, String)>,
+    pub cwd: Option<String>,
+    /// As in [`SpawnRequest::nfds`].
+    pub nfds: u8,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Request {
     Spawn(SpawnRequest),
+    Run(RunRequest),
     /// Send a signal to a process this connection spawned (pid in the
     /// sandbox), or with pid 0 to every one it spawned and is still running.
     Signal { pid: i32, signal: i32 },

@@ -497,8 +497,13 @@ pub fn unusual_policy() -> bool {
 /// The environment a tenant process gets: cleared, then the plan's `keep`
 /// names taken from `caller`, then the plan's `set` values.
 pub fn environment(plan: &Plan, caller: impl Iterator<Item = (String, String)>, extra: &[(String, String)]) -> Vec<(String, String)> {
-    let mut env: std::collections::BTreeMap<String, String> = caller.filter(|(k, _)| plan.env.keep.contains(k)).collect();
-    for (k, v) in &plan.env.set {
+    environment_of(&plan.env, caller, extra)
+}
+
+/// [`environment`] from the plan's environment rules alone.
+pub fn environment_of(rules: &corral_profile::plan::EnvPlan, caller: impl Iterator<Item = (String, String)>, extra: &[(String, String)]) -> Vec<(String, String)> {
+    let mut env: std::collections::BTreeMap<String, String> = caller.filter(|(k, _)| rules.keep.contains(k)).collect();
+    for (k, v) in &rules.set {
         env.insert(k.clone(), v.clone());
     }
     for (k, v) in extra {

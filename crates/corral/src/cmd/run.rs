@@ -45,20 +45,30 @@ pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
     }
     // Nothing else the caller leaked may reach the tenant or corral itself.
     corral_security::fds::close_fds_from(keep).map_err(|e| anyhow::anyhow!("close inherited fds: {e}"))?;
+    // SAFETY: isatty only queries fd 0.
+    let interactive = unsafe { libc::isatty(0) } == 1;
+    // Spawning through the init is the faster path (see join::run_via_init);
+    // an interactive terminal or extra fds need the setns join instead.
+    let setns = interactive || a.preserve_fds > 0 || std::env::var_os("CORRAL_RUN_SETNS").is_some();
+    let opts = RunOptions { argv: a.command.clone(), cwd: a.cwd.clone(), env: env.clone(), preserve_fds: i32::from(a.preserve_fds) };
+    if !a.detach && !setns {
+        // A running sandbox: straight to its init (join::run_fast).
+        crate::ctx::check_tenant_name(&a.tenant)?;
+        match join::run_fast(&ctx.layout, &a.tenant, &opts) {
+            Ok(None) => {}
+            other => return finish(&a.tenant, other.map(|code| code.unwrap_or_default())),
+        }
+    }
     let t = target(ctx, &a.tenant)?;
     if a.detach {
         return detach(ctx, &t, &a, env);
     }
-    let opts = RunOptions { argv: a.command, cwd: a.cwd, env, preserve_fds: i32::from(a.preserve_fds) };
-    // Spawning through the init is the faster path (see join::run_via_init);
-    // an interactive terminal or extra fds need the setns join instead.
-    // SAFETY: isatty only queries fd 0.
-    let interactive = unsafe { libc::isatty(0) } == 1;
-    let result = if interactive || opts.preserve_fds > 0 || std::env::var_os("CORRAL_RUN_SETNS").is_some() {
-        join::run(&ctx.layout, &t, &opts)
-    } else {
-        join::run_via_init(&ctx.layout, &t, &opts)
-    };
+    let result = if setns { join::run(&ctx.layout, &t, &opts) } else { join::run_via_init(&ctx.layout, &t, &opts) };
+    finish(&a.tenant, result)
+}
+
+/// A foreground run's outcome as corral's exit status.
+fn finish(tenant: &str, result: Result<i32, JoinError>) -> anyhow::Result<i32> {
     match result {
         Ok(code) => Ok(code),
         Err(e @ JoinError::EntryLimit { .. }) => {
@@ -66,7 +76,7 @@ pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
             Ok(EXIT_ENTRY_LIMIT)
         }
         Err(JoinError::Spawn(e)) => {
-            eprintln!("corral: {}: {e}", a.tenant);
+            eprintln!("corral: {tenant}: {e}");
             Ok(e.exit_code())
         }
         Err(e) => Err(e.into()),
