@@ -23,11 +23,12 @@ host_target() {
   rustc -vV | sed -n 's/^host: //p'
 }
 # Runs cargo with the static settings: static_cargo build --release ...
+# (added to any RUSTFLAGS of the caller's, which would otherwise replace
+# target-specific flags; with --target they reach only target code).
 static_cargo() {
-  local host var
+  local host
   host=$(host_target)
-  var="CARGO_TARGET_$(echo "$host" | tr 'a-z-' 'A-Z_')_RUSTFLAGS"
-  env CARGO_BUILD_TARGET="$host" "$var=-C target-feature=+crt-static" cargo "$@"
+  env CARGO_BUILD_TARGET="$host" RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" cargo "$@"
 }
 
 # Release build of the corral and corral-init binaries.

@@ -123,6 +123,8 @@ pub fn main() -> ! {
 fn failed_reply(e: crate::spawn::SpawnError) -> Reply {
     match e {
         crate::spawn::SpawnError::Child { step, errno } => Reply::Failed { step: step.to_string(), errno: errno as i32 },
+        // clone refused: EAGAIN at the process limit, ENOMEM...
+        crate::spawn::SpawnError::Fork(errno) => Reply::Failed { step: "fork".into(), errno: errno as i32 },
         e => Reply::Failed { step: e.to_string(), errno: 0 },
     }
 }

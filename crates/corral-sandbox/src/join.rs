@@ -91,7 +91,10 @@ extern "C" fn forward(sig: libc::c_int) {
 pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinError> {
     let dir = layout.tenant(&t.state.tenant);
     let _slot = entry(layout, t)?;
-    let cgroup = cgroup_entry(&t.state)?;
+    // Into the cgroup first, while host paths are visible: the child is
+    // then born inside it (a fork, unlike a migration, is refused at the
+    // process limit) and no tenant code runs unlimited.
+    join_cgroup(&t.state)?;
     let groups: Vec<libc::gid_t> = t.plan.tenant.groups.iter().map(|g| g.1).collect();
     let security = corral_security::prepare(&t.plan.seccomp, t.plan.tenant.uid, t.plan.tenant.gid, &groups)
         .map_err(|e| JoinError::Other(e.to_string()))?;
@@ -101,7 +104,7 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
     drop(fds);
     let env = environment(&t.plan, std::env::vars(), &opts.env);
     let cwd = opts.cwd.clone().unwrap_or_else(|| t.plan.workdir.to_string_lossy().into_owned());
-    let spec = ExecSpec { argv: &opts.argv, env: &env, cwd: &cwd, stdio: [None; 3], new_session: false, preserve_fds: opts.preserve_fds, cgroup_entry: cgroup, reset_signals: None, reset_sched: crate::spawn::unusual_policy() };
+    let spec = ExecSpec { argv: &opts.argv, env: &env, cwd: &cwd, stdio: [None; 3], new_session: false, preserve_fds: opts.preserve_fds, cgroup_entry: Vec::new(), reset_signals: None, reset_sched: crate::spawn::unusual_policy() };
     let exec = Exec::prepare(&security, &rlimits, spec)?;
     let pid = exec.spawn(&mut ChildStack::new()?)?;
     CHILD.store(pid.as_raw(), Ordering::Relaxed);
@@ -122,24 +125,33 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
     code
 }
 
-/// Descriptors through which the child moves itself into the tenant's
-/// cgroup (every hierarchy) before it execs: the command is born inside, no
-/// window in which tenant code runs unlimited. A child between clone and
-/// exec is single-threaded, so it may use the cheap self-move
-/// ([`corral_limits::open_self_entry`]). Opened while host paths are visible.
-fn cgroup_entry(st: &TenantState) -> Result<Vec<std::os::fd::OwnedFd>, JoinError> {
+/// Move this process into the tenant's cgroup, in every hierarchy. A
+/// single-threaded process (what `corral run` is) moves its one thread
+/// through [`corral_limits::open_self_entry`], which spares the kernel's
+/// global threadgroup lock and an RCU grace period (milliseconds on cgroup
+/// v1); a multi-threaded caller moves its whole thread group.
+fn join_cgroup(st: &TenantState) -> Result<(), JoinError> {
     let err = |e: corral_limits::CgroupError| JoinError::Other(format!("join cgroup: {e}"));
-    if !st.cgroup_dirs.is_empty() {
-        return st.cgroup_dirs.iter().map(|d| corral_limits::open_self_entry(d).map_err(err)).collect();
+    let dirs = if !st.cgroup_dirs.is_empty() {
+        st.cgroup_dirs.clone()
+    } else if let Some(cg) = &st.cgroup {
+        // State written by an older corral: find the cgroup the slow way.
+        let backend = Backend::detect(&st.cgroup_parent).map_err(|e| JoinError::Other(format!("cgroup: {e}")))?;
+        TenantCgroup::open(&backend, cg).map_err(err)?.dirs()
+    } else {
+        return Ok(());
+    };
+    let single = std::fs::read_dir("/proc/self/task").map(|d| d.count() == 1).unwrap_or(false);
+    for d in &dirs {
+        let (file, value) = if single {
+            (std::fs::File::from(corral_limits::open_self_entry(d).map_err(err)?), "0".to_string())
+        } else {
+            let p = d.join("cgroup.procs");
+            (std::fs::OpenOptions::new().write(true).open(&p).map_err(|e| JoinError::Other(format!("join cgroup {}: {e}", p.display())))?, std::process::id().to_string())
+        };
+        std::io::Write::write_all(&mut &file, value.as_bytes()).map_err(|e| JoinError::Other(format!("join cgroup {}: {e}", d.display())))?;
     }
-    // State written by an older corral: find the cgroup the slow way.
-    match &st.cgroup {
-        Some(cg) => {
-            let backend = Backend::detect(&st.cgroup_parent).map_err(|e| JoinError::Other(format!("cgroup: {e}")))?;
-            TenantCgroup::open(&backend, cg).and_then(|cg| cg.self_entry_fds()).map_err(err)
-        }
-        None => Ok(Vec::new()),
-    }
+    Ok(())
 }
 
 fn wait_code(pid: Pid) -> Result<i32, JoinError> {
@@ -159,6 +171,11 @@ fn start_failed(argv: &[String], step: &str, errno: i32) -> JoinError {
     let errno = nix::errno::Errno::from_raw(errno);
     if step.contains("not found") {
         JoinError::Spawn(SpawnError::NotFound(argv.first().cloned().unwrap_or_default()))
+    } else if step == "fork" {
+        JoinError::Spawn(SpawnError::Fork(errno))
+    } else if errno as i32 == 0 {
+        // A failure without an errno: the init's own words.
+        JoinError::Other(format!("the tenant init could not start the command: {step}"))
     } else {
         JoinError::Spawn(SpawnError::Child { step: if step == "exec" { "exec" } else { "start" }, errno })
     }
@@ -194,8 +211,8 @@ pub fn run_via_init(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i3
     let req = SpawnRequest { argv: opts.argv.clone(), env, cwd, timeout_ms: 0, detach: false, announce: false, nfds: 3 };
     let client = Client::connect(&dir.control()).map_err(|e| JoinError::Other(format!("connect to {}: {e}", dir.control().display())))?;
     match converse(&client, &Request::Spawn(req), &opts.argv)? {
-        Some(code) => Ok(code),
-        None => Err(JoinError::Other("the tenant init refused the spawn request".into())),
+        Answer::Code(code) => Ok(code),
+        Answer::Refused(message) => Err(JoinError::Other(format!("the tenant init refused the spawn request: {message}"))),
     }
 }
 
@@ -218,17 +235,45 @@ pub fn run_fast(layout: &Layout, tenant: &str, opts: &RunOptions) -> Result<Opti
     let Ok(client) = Client::connect(&dir.control()) else { return Ok(None) };
     let _slot = entry_slot(layout, tenant, limits.entry_processes)?;
     let req = RunRequest { argv: opts.argv.clone(), caller_env: std::env::vars().collect(), extra_env: opts.env.clone(), cwd: opts.cwd.clone(), nfds: 3 };
-    converse(&client, &Request::Run(req), &opts.argv)
+    match converse(&client, &Request::Run(req), &opts.argv)? {
+        Answer::Code(code) => Ok(Some(code)),
+        Answer::Refused(_) => Ok(None),
+    }
+}
+
+/// How the init answered a foreground request.
+enum Answer {
+    /// The command ran: its exit status as a shell reports it.
+    Code(i32),
+    /// The init's first answer was `Error`: it did not take the request.
+    Refused(String),
+}
+
+const FORWARDED: [Signal; 6] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGQUIT, Signal::SIGUSR1, Signal::SIGUSR2];
+
+/// While alive, the forwarded signals go to the self-pipe; then back to
+/// their default action (a caller that goes on, e.g. after a refused
+/// request, must not keep a handler writing to a closed fd).
+struct Forwarding(#[allow(dead_code)] std::os::fd::OwnedFd);
+
+impl Drop for Forwarding {
+    fn drop(&mut self) {
+        for s in FORWARDED {
+            // SAFETY: restoring the default disposition.
+            unsafe { signal::signal(s, SigHandler::SigDfl) }.ok();
+        }
+        SIGNAL_PIPE.store(-1, Ordering::Relaxed);
+    }
 }
 
 /// Send a foreground request with this process's stdio, forward signals,
-/// and wait for its end: the exit status as a shell reports it, or `None`
-/// when the init's first answer is `Error` (it did not take the request).
-fn converse(client: &crate::client::Client, req: &crate::proto::Request, argv: &[String]) -> Result<Option<i32>, JoinError> {
+/// and wait for its end.
+fn converse(client: &crate::client::Client, req: &crate::proto::Request, argv: &[String]) -> Result<Answer, JoinError> {
     use crate::proto::{Reply, Request};
     let (sig_r, sig_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK).map_err(|e| JoinError::Other(format!("pipe: {e}")))?;
     SIGNAL_PIPE.store(std::os::fd::AsRawFd::as_raw_fd(&sig_w), Ordering::Relaxed);
-    for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGQUIT, Signal::SIGUSR1, Signal::SIGUSR2] {
+    let _forwarding = Forwarding(sig_w);
+    for s in FORWARDED {
         // SAFETY: `to_pipe` only calls write(2), which is async-signal-safe.
         unsafe { signal::signal(s, SigHandler::Handler(to_pipe)) }.ok();
     }
@@ -260,13 +305,13 @@ fn converse(client: &crate::client::Client, req: &crate::proto::Request, argv: &
             let reply = client.recv();
             let was_first = std::mem::replace(&mut first, false);
             match reply {
-                Ok(Reply::Exited { code: Some(c), .. }) => return Ok(Some(c)),
-                Ok(Reply::Exited { signal: Some(s), .. }) => return Ok(Some(128 + s)),
-                Ok(Reply::Exited { .. }) => return Ok(Some(128)),
+                Ok(Reply::Exited { code: Some(c), .. }) => return Ok(Answer::Code(c)),
+                Ok(Reply::Exited { signal: Some(s), .. }) => return Ok(Answer::Code(128 + s)),
+                Ok(Reply::Exited { .. }) => return Ok(Answer::Code(128)),
                 Ok(Reply::Failed { step, errno }) => return Err(start_failed(argv, &step, errno)),
                 // Replies come in order: an error before anything else
                 // answers the request itself.
-                Ok(Reply::Error { .. }) if was_first => return Ok(None),
+                Ok(Reply::Error { message }) if was_first => return Ok(Answer::Refused(message)),
                 Ok(_) => {} // answers to Signal requests
                 Err(e) => return Err(JoinError::Other(format!("the tenant init went away: {e}"))),
             }

@@ -8,8 +8,9 @@
 //!    namespace), which execs corral-init with the setup socket and the
 //!    control listener;
 //! 4. send the plan; while the init builds the rootfs and pivots, apply the
-//!    limits and write plan.json and limits.json; wait for its Ready;
-//! 5. persist the namespace files and write state.json atomically.
+//!    limits and write plan.json; wait for its Ready;
+//! 5. persist the namespace files, write state.json, then limits.json (the
+//!    fast `corral run` starts from it) atomically.
 //!
 //! Any failure after step 2 undoes everything done so far.
 
@@ -92,11 +93,13 @@ pub fn up(layout: &Layout, plan: &Plan, limits: &Limits, opts: &UpOptions) -> Re
         // A dead, incompatible or cut-short (crash) state: clear it before
         // building anew.
         Ok(Some(_)) => {
-            teardown_locked(layout, name)?;
+            teardown_locked(layout, name, None)?;
             None
         }
+        // Unreadable state: whatever still runs in the tenant's cgroup (an
+        // init whose state file was damaged while it ran) goes with it.
         Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-            teardown_locked(layout, name)?;
+            teardown_locked(layout, name, Some(&opts.cgroup_parent))?;
             None
         }
         Err(e) => return Err(io(format!("read {}", dir.state().display()))(e)),
@@ -127,12 +130,11 @@ fn create(layout: &Layout, dir: &TenantDir, plan: &Plan, limits: &Limits, opts: 
     let msg = serde_json::to_vec(&crate::init::Setup { plan: plan.clone(), root: dir.root() }).expect("setup serializes");
     setup.write_all(&(msg.len() as u32).to_le_bytes()).and_then(|_| setup.write_all(&msg)).map_err(io("send the plan to the tenant init"))?;
     // While the init execs and builds the rootfs (most of `up`'s time): the
-    // limits, and the files `run` and the gateway read. Nothing of the
-    // tenant's runs before the init answers Ready, so every limit is in
-    // place before the first tenant process starts.
+    // limits and plan.json. Nothing of the tenant's runs before the init
+    // answers Ready, so every limit is in place before the first tenant
+    // process starts.
     cg.apply(limits).map_err(|e| SandboxError::Cgroup(e.to_string()))?;
     write_atomic(&dir.plan(), &serde_json::to_vec(plan).expect("plan serializes"), 0o600).map_err(io("write plan.json"))?;
-    write_atomic(&dir.limits(), &serde_json::to_vec(limits).expect("limits serialize"), 0o600).map_err(io("write limits.json"))?;
     match read_reply(&mut setup, &plan.tenant.name, Duration::from_secs(30))? {
         SetupReply::Ready => {}
         SetupReply::Failed { message } => return Err(SandboxError::Setup { tenant: plan.tenant.name.clone(), message }),
@@ -153,6 +155,9 @@ fn create(layout: &Layout, dir: &TenantDir, plan: &Plan, limits: &Limits, opts: 
         cgroup_dirs: cg.dirs(),
     };
     write_atomic(&dir.state(), &serde_json::to_vec_pretty(&st).expect("state serializes"), 0o600).map_err(io("write state.json"))?;
+    // Last: `corral run`'s fast path (join::run_fast) starts from
+    // limits.json, so it never reaches a sandbox that is not complete.
+    write_atomic(&dir.limits(), &serde_json::to_vec(limits).expect("limits serialize"), 0o600).map_err(io("write limits.json"))?;
     undo.armed = false;
     Ok(UpOutcome::Created { pid })
 }
@@ -210,11 +215,13 @@ fn start_init(plan: &Plan, opts: &UpOptions, cg: &TenantCgroup, setup: OwnedFd, 
             let mut b = [0u8; 1];
             for fd in &entry {
                 // SAFETY: writing static bytes to fds opened before the fork;
-                // on failure the errno goes where the init's pid would.
+                // on failure "c" and the errno go where the init's pid (or
+                // the user namespace's "u") would.
                 unsafe {
                     if libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) != 1 {
-                        let e = (-Errno::last_raw()).to_ne_bytes();
-                        libc::write(pid_w.as_raw_fd(), e.as_ptr().cast(), e.len());
+                        let e = Errno::last_raw().to_ne_bytes();
+                        let msg = [b'c', e[0], e[1], e[2], e[3]];
+                        libc::write(pid_w.as_raw_fd(), msg.as_ptr().cast(), msg.len());
                         libc::_exit(6);
                     }
                 }
@@ -262,27 +269,45 @@ fn start_init(plan: &Plan, opts: &UpOptions, cg: &TenantCgroup, setup: OwnedFd, 
             drop(go_r);
             drop(pid_w);
             drop(entry);
+            // The child's first byte, when it sends a tagged one: "u" (map
+            // my ids) or "c" (the cgroup move failed, errno follows).
+            let mut tag = None;
             if user {
                 let mut u = [0u8; 1];
-                let mapped = nix::unistd::read(pid_r.as_raw_fd(), &mut u)
+                let asked = nix::unistd::read(pid_r.as_raw_fd(), &mut u)
                     .map_err(sys("wait for the user namespace"))
-                    .and_then(|n| if n == 1 { Ok(()) } else { Err(SandboxError::Sys("create the user namespace".into(), Errno::EPERM)) })
-                    .and_then(|_| namespaces::write_identity_maps(child.as_raw()).map_err(io("write uid/gid maps")));
+                    .and_then(|n| if n == 1 { Ok(u[0]) } else { Err(SandboxError::Sys("create the user namespace".into(), Errno::EPERM)) });
+                let mapped = match asked {
+                    Ok(b'u') => namespaces::write_identity_maps(child.as_raw()).map_err(io("write uid/gid maps")),
+                    Ok(other) => {
+                        tag = Some(other);
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                };
                 if let Err(e) = mapped {
                     let _ = kill(child, Signal::SIGKILL);
                     let _ = nix::sys::wait::waitpid(child, None);
                     return Err(e);
                 }
-                nix::unistd::write(&go_w, b"m").map_err(sys("resume the intermediate child"))?;
+                if tag.is_none() {
+                    nix::unistd::write(&go_w, b"m").map_err(sys("resume the intermediate child"))?;
+                }
             }
             let status = nix::sys::wait::waitpid(child, None).map_err(sys("wait for the intermediate child"))?;
-            let mut buf = [0u8; 4];
             let mut f = std::fs::File::from(pid_r);
+            if let nix::sys::wait::WaitStatus::Exited(_, 6) = status {
+                let mut t = [0u8; 1];
+                let tagged = tag.is_some() || f.read_exact(&mut t).is_ok();
+                let mut e = [0u8; 4];
+                let errno = if tagged && f.read_exact(&mut e).is_ok() { Errno::from_raw(i32::from_ne_bytes(e)) } else { Errno::UnknownErrno };
+                return Err(SandboxError::Cgroup(format!("move the init into cgroup {}: {errno}", cg.name())));
+            }
+            let mut buf = [0u8; 4];
             let got = f.read_exact(&mut buf).is_ok();
             let pid = i32::from_ne_bytes(buf);
             match status {
                 nix::sys::wait::WaitStatus::Exited(_, 0) if got && pid > 0 => Ok(pid),
-                nix::sys::wait::WaitStatus::Exited(_, 6) if got => Err(SandboxError::Cgroup(format!("move the init into cgroup {}: {}", cg.name(), Errno::from_raw(-pid)))),
                 nix::sys::wait::WaitStatus::Exited(_, 2) => Err(SandboxError::Sys("unshare namespaces".into(), Errno::EPERM)),
                 other => Err(SandboxError::Setup { tenant: plan.tenant.name.clone(), message: format!("could not start the init: {other:?}") }),
             }
@@ -325,10 +350,12 @@ pub fn wait_gone(pid: i32, timeout: Duration) -> bool {
 /// the state. Returns false if the tenant was not up.
 pub fn down(layout: &Layout, tenant: &str) -> Result<bool, SandboxError> {
     let _lock = lock(layout, tenant)?;
-    teardown_locked(layout, tenant)
+    teardown_locked(layout, tenant, None)
 }
 
-fn teardown_locked(layout: &Layout, tenant: &str) -> Result<bool, SandboxError> {
+/// Stop and remove a tenant's sandbox; `cgroup_parent` is where its cgroup
+/// is when the state does not say (unreadable state).
+fn teardown_locked(layout: &Layout, tenant: &str, cgroup_parent: Option<&str>) -> Result<bool, SandboxError> {
     let dir = layout.tenant(tenant);
     let st = dir.read_state().ok().flatten();
     let mut was_up = false;
@@ -346,7 +373,7 @@ fn teardown_locked(layout: &Layout, tenant: &str) -> Result<bool, SandboxError> 
     if !dir.dir.exists() {
         return Ok(was_up);
     }
-    remove_all(layout, tenant, st.as_ref().map(|s| s.cgroup_parent.as_str()))?;
+    remove_all(layout, tenant, st.as_ref().map(|s| s.cgroup_parent.as_str()).or(cgroup_parent))?;
     Ok(was_up)
 }
 

@@ -7,26 +7,29 @@ use std::io;
 use std::path::Path;
 
 /// One line of a passwd file: `name:password:uid:gid:gecos:home:shell`.
+/// As glibc reads it: the shell is the rest of the line and may be missing.
 pub fn parse_passwd_line(line: &str) -> Option<User> {
-    let f: Vec<&str> = entry_fields(line)?;
-    let [name, _, uid, gid, _, home, shell] = f.as_slice() else { return None };
-    Some(User { name: name.to_string(), uid: uid.parse().ok()?, gid: gid.parse().ok()?, home: home.into(), shell: shell.into() })
+    let f = entry_fields(line, 7)?;
+    let [name, _, uid, gid, _, home, rest @ ..] = f.as_slice() else { return None };
+    let shell = rest.first().copied().unwrap_or("");
+    Some(User { name: name.to_string(), uid: uid.trim().parse().ok()?, gid: gid.trim().parse().ok()?, home: home.into(), shell: shell.into() })
 }
 
-/// One line of a group file: `name:password:gid:member,member`.
+/// One line of a group file: `name:password:gid:member,member`. As glibc
+/// reads it: the member list is the rest of the line and may be missing.
 pub fn parse_group_line(line: &str) -> Option<Group> {
-    let f: Vec<&str> = entry_fields(line)?;
-    let [name, _, gid, members] = f.as_slice() else { return None };
-    let members = members.split(',').map(str::trim).filter(|m| !m.is_empty()).map(String::from).collect();
-    Some(Group { name: name.to_string(), gid: gid.parse().ok()?, members })
+    let f = entry_fields(line, 4)?;
+    let [name, _, gid, rest @ ..] = f.as_slice() else { return None };
+    let members = rest.first().map_or_else(Vec::new, |m| m.split(',').map(str::trim).filter(|m| !m.is_empty()).map(String::from).collect());
+    Some(Group { name: name.to_string(), gid: gid.trim().parse().ok()?, members })
 }
 
-fn entry_fields(line: &str) -> Option<Vec<&str>> {
+fn entry_fields(line: &str, at_most: usize) -> Option<Vec<&str>> {
     let line = line.trim_end_matches(['\n', '\r']);
     if line.trim().is_empty() || line.starts_with(['#', '+', '-']) {
         return None;
     }
-    let f: Vec<&str> = line.split(':').collect();
+    let f: Vec<&str> = line.splitn(at_most, ':').collect();
     (!f[0].is_empty()).then_some(f)
 }
 

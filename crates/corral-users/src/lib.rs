@@ -8,11 +8,12 @@
 //! the shared libc; on Debian 12 that crashed corral in `getgrouplist`.
 //!
 //! So, like glibc's "files" source, the files are read directly (hosting
-//! panels keep their users there), and whatever they do not answer is asked
-//! of `getent(1)`, a dynamically linked program that goes through every
-//! source nsswitch.conf names (LDAP, sssd, ...), but only when nsswitch.conf
-//! names a source other than `files` (and `systemd`, which serves systemd's
-//! own dynamic service users, never a tenant) for that database.
+//! panels keep their users there) when nsswitch.conf names `files` first
+//! for the database, and whatever they do not answer, or everything when
+//! another source comes first, is asked of `getent(1)`: a dynamically
+//! linked program that goes through every source nsswitch.conf names
+//! (systemd, LDAP, sssd, ...) in its order. With Debian's default
+//! (`files systemd`) a tenant from the files costs no `getent`.
 
 mod files;
 mod getent;
@@ -61,55 +62,50 @@ impl Db {
         }
     }
 
-    /// True when nsswitch.conf names a source for `db` whose entries the
-    /// files do not hold.
-    fn other_sources(&self, db: &str) -> io::Result<bool> {
-        nsswitch::has_other_sources(&self.nsswitch, db)
+    fn order(&self, db: &str) -> io::Result<nsswitch::Order> {
+        nsswitch::read_order(&self.nsswitch, db)
+    }
+
+    /// The entry `matches` picks: from the files when nsswitch.conf puts
+    /// them first, else (or when they have none and other sources are
+    /// named) from `getent DB KEY`, checked to be the entry asked for.
+    fn lookup<T>(&self, db: &str, path: &std::path::Path, key: &str, parse: fn(&str) -> Option<T>, matches: impl Fn(&T) -> bool) -> io::Result<Option<T>> {
+        let order = self.order(db)?;
+        if order.files_first {
+            if let Some(e) = files::find(path, parse, &matches)? {
+                return Ok(Some(e));
+            }
+        }
+        if !order.files_first || order.others {
+            // `getent passwd 33` looks a number up as an id: an answer for
+            // another key is no answer.
+            return Ok(getent::one(&self.getent, db, key, parse)?.filter(|e| matches(e)));
+        }
+        Ok(None)
     }
 
     pub fn user_by_name(&self, name: &str) -> io::Result<Option<User>> {
-        if let Some(u) = files::find(&self.passwd, parse_passwd_line, |u: &User| u.name == name)? {
-            return Ok(Some(u));
-        }
-        if self.other_sources("passwd")? {
-            return getent::one(&self.getent, "passwd", name, parse_passwd_line);
-        }
-        Ok(None)
+        self.lookup("passwd", &self.passwd, name, parse_passwd_line, |u: &User| u.name == name)
     }
 
     pub fn user_by_uid(&self, uid: u32) -> io::Result<Option<User>> {
-        if let Some(u) = files::find(&self.passwd, parse_passwd_line, |u: &User| u.uid == uid)? {
-            return Ok(Some(u));
-        }
-        if self.other_sources("passwd")? {
-            return getent::one(&self.getent, "passwd", &uid.to_string(), parse_passwd_line);
-        }
-        Ok(None)
+        self.lookup("passwd", &self.passwd, &uid.to_string(), parse_passwd_line, |u: &User| u.uid == uid)
     }
 
     pub fn group_by_name(&self, name: &str) -> io::Result<Option<Group>> {
-        if let Some(g) = files::find(&self.group, parse_group_line, |g: &Group| g.name == name)? {
-            return Ok(Some(g));
-        }
-        if self.other_sources("group")? {
-            return getent::one(&self.getent, "group", name, parse_group_line);
-        }
-        Ok(None)
+        self.lookup("group", &self.group, name, parse_group_line, |g: &Group| g.name == name)
     }
 
     pub fn group_by_gid(&self, gid: u32) -> io::Result<Option<Group>> {
-        if let Some(g) = files::find(&self.group, parse_group_line, |g: &Group| g.gid == gid)? {
-            return Ok(Some(g));
-        }
-        if self.other_sources("group")? {
-            return getent::one(&self.getent, "group", &gid.to_string(), parse_group_line);
-        }
-        Ok(None)
+        self.lookup("group", &self.group, &gid.to_string(), parse_group_line, |g: &Group| g.gid == gid)
     }
 
     /// Every group of `user`, `primary` first, then each group that lists
-    /// the user as a member, in file order, without repeats (what
-    /// `getgrouplist(3)` answers).
+    /// the user as a member, without repeats (what `getgrouplist(3)`
+    /// answers). From the group file when nsswitch.conf puts it first, and
+    /// from `getent initgroups` when other sources may add memberships: any
+    /// source but `systemd`, or any at all for a user the passwd file does
+    /// not hold (nss-systemd's own users).
     pub fn group_list(&self, user: &str, primary: u32) -> io::Result<Vec<u32>> {
         let mut gids = vec![primary];
         let mut add = |gid: u32| {
@@ -117,12 +113,16 @@ impl Db {
                 gids.push(gid);
             }
         };
-        for g in files::all(&self.group, parse_group_line)? {
-            if g.members.iter().any(|m| m == user) {
-                add(g.gid);
+        let order = self.order("group")?;
+        if order.files_first {
+            for g in files::all(&self.group, parse_group_line)? {
+                if g.members.iter().any(|m| m == user) {
+                    add(g.gid);
+                }
             }
         }
-        if self.other_sources("group")? {
+        let user_in_files = || files::find(&self.passwd, parse_passwd_line, |u: &User| u.name == user).map(|u| u.is_some());
+        if !order.files_first || order.others_beyond_systemd || (order.others && !user_in_files()?) {
             for gid in getent::initgroups(&self.getent, user)? {
                 add(gid);
             }

@@ -92,13 +92,47 @@ passwd:failing) exit 1;;";
 }
 
 #[test]
-fn systemd_and_a_missing_nsswitch_conf_mean_files_only() {
-    let f = fixture("passwd: files systemd\ngroup: files systemd # comment ldap\n", "passwd:nobody) echo 'nobody:x:65534:65534::/:/bin/false';;");
-    assert_eq!(f.db.user_by_name("nobody").unwrap(), None);
+fn systemd_serves_only_what_the_files_lack_and_a_missing_nsswitch_conf_means_files() {
+    let answers = "passwd:homed) echo 'homed:x:60001:60001::/home/homed:/bin/bash';;\ninitgroups:homed) echo 'homed 50';;";
+    let f = fixture("passwd: files systemd\ngroup: files systemd # comment ldap\n", answers);
     assert_eq!(f.db.group_list("web1", 1001).unwrap(), vec![1001, 50, 60]);
+    assert_eq!(f.db.user_by_name("web1").unwrap().unwrap().uid, 1001);
+    assert_eq!(asked(&f), "", "a user of the files costs no getent with Debian's default order");
+    assert_eq!(f.db.user_by_name("homed").unwrap().unwrap().uid, 60001, "nss-systemd's own users come from getent");
+    assert_eq!(f.db.group_list("homed", 60001).unwrap(), vec![60001, 50], "and so do their groups");
     std::fs::remove_file(&f.db.nsswitch).unwrap();
-    assert_eq!(f.db.user_by_name("nobody").unwrap(), None);
-    assert_eq!(asked(&f), "");
+    let before = asked(&f);
+    assert_eq!(f.db.user_by_name("homed").unwrap(), None, "no nsswitch.conf: files only");
+    assert_eq!(asked(&f), before);
+}
+
+#[test]
+fn another_source_first_means_getent_for_everything() {
+    let answers = "passwd:web1) echo 'web1:x:4242:4242::/ldap/web1:/bin/sh';;\ninitgroups:web1) echo 'web1 7000';;";
+    let f = fixture("passwd: sss files\ngroup: ldap files\n", answers);
+    assert_eq!(f.db.user_by_name("web1").unwrap().unwrap().uid, 4242, "the first source wins, as in glibc");
+    assert_eq!(f.db.group_list("web1", 4242).unwrap(), vec![4242, 7000]);
+}
+
+#[test]
+fn getent_answers_for_another_key_are_no_answer() {
+    // `getent passwd 33` looks 33 up as a uid.
+    let f = fixture("passwd: files ldap\ngroup: files ldap\n", "passwd:33) echo 'www-data:x:33:33::/var/www:/bin/sh';;\ngroup:33) echo 'www-data:x:33:';;");
+    assert_eq!(f.db.user_by_name("33").unwrap(), None);
+    assert_eq!(f.db.user_by_uid(33).unwrap().unwrap().name, "www-data");
+    assert_eq!(f.db.group_by_name("33").unwrap(), None);
+    assert_eq!(f.db.group_by_gid(33).unwrap().unwrap().name, "www-data");
+}
+
+#[test]
+fn lines_are_read_as_leniently_as_glibc_reads_them() {
+    let u = parse_passwd_line("sixfields:x:1:2:gecos:/home/six").unwrap();
+    assert_eq!((u.uid, u.gid, u.home.to_str().unwrap(), u.shell.to_str().unwrap()), (1, 2, "/home/six", ""));
+    assert_eq!(parse_passwd_line("extra:x:1:2::/h:/bin/sh:more").unwrap().shell.to_str().unwrap(), "/bin/sh:more", "the shell is the rest of the line");
+    assert_eq!(parse_passwd_line("five:x:1:2:gecos"), None);
+    let g = parse_group_line("nocolon:x:70").unwrap();
+    assert_eq!((g.gid, g.members.len()), (70, 0));
+    assert_eq!(parse_group_line("two:x"), None);
 }
 
 #[test]

@@ -7,15 +7,16 @@ mod ctx;
 use clap::Parser;
 
 fn main() {
-    // `corral run` (the hot path) is parsed on its own (see `cli::RunCli`).
+    // `corral run` (the hot path) in its plain forms is read without clap
+    // (see `cli::RunCli::parse_plain`); everything else, as always, by clap.
     let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let (global, command) = if let Some(args) = cli::run_command_args(&argv) {
-        let cli = cli::RunCli::parse_plain(&args, |v| std::env::var_os(v))
-            .unwrap_or_else(|| cli::RunCli::parse_from(std::iter::once("corral run".into()).chain(args)));
-        (cli.global, cli::Command::Run(cli.run))
-    } else {
-        let cli = cli::Cli::parse_from(std::iter::once("corral".into()).chain(argv));
-        (cli.global, cli.command)
+    let plain = cli::run_command_args(&argv).and_then(|args| cli::RunCli::parse_plain(&args, |v| std::env::var_os(v)));
+    let (global, command) = match plain {
+        Some(run) => (run.global, cli::Command::Run(run.run)),
+        None => {
+            let cli = cli::Cli::parse();
+            (cli.global, cli.command)
+        }
     };
     let ctx = ctx::Ctx::new(&global);
     let code = match cmd::dispatch(&ctx, command) {

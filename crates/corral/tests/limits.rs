@@ -94,6 +94,34 @@ fn fork_bomb_stops_at_the_process_limit_and_the_neighbour_keeps_working() {
 }
 
 #[test]
+fn a_full_process_limit_refuses_new_commands_on_every_path() {
+    // The command is born inside the cgroup (by the init, or by a setns
+    // join that moved itself in first): a fork is refused at pids.max, a
+    // migration would not be.
+    let env = Env::new();
+    env.default_profile_with("");
+    env.write_config(&format!("tenants/{T1}.toml"), "[limits]\nprocesses = 2\n");
+    env.ok(&["up", T1]);
+    env.ok(&["run", "--detach", T1, "--", "/bin/sleep", "30"]);
+    let marker = corral_users::Db::system().user_by_name(T1).unwrap().unwrap().home.join(".pids-full-marker");
+    let _ = std::fs::remove_file(&marker);
+    for setns in [false, true] {
+        let mut c = env.cmd();
+        c.args(["run", T1, "--", "/bin/sh", "-c", &format!("touch {}", marker.display())]);
+        if setns {
+            c.env("CORRAL_RUN_SETNS", "1");
+        }
+        let o = c.output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "setns={setns}: ran at a full process limit: {err}");
+        assert!(err.contains("Resource temporarily unavailable") || err.contains("EAGAIN"), "setns={setns}: {err}");
+        assert!(!marker.exists(), "setns={setns}: the command ran");
+        let s = stats(&env, T1, 50);
+        assert!(s["usage"]["processes"].as_u64().unwrap() <= 2, "setns={setns}: {s}");
+    }
+}
+
+#[test]
 fn memory_hog_is_oom_killed_inside_its_tenant() {
     let env = Env::new();
     env.default_profile_with("");

@@ -392,6 +392,20 @@ fn a_state_file_cut_short_by_a_crash_counts_as_dead() {
     for t in [T1, T2] {
         assert!(corral_sandbox::state::process_start(env.init_pid(t)).is_some(), "{t} has a live init");
     }
+    // A state file damaged while its init runs: `up` takes down whatever
+    // runs in the tenant's cgroup (no orphaned init) and builds anew.
+    env.ok(&["up", T3]);
+    let old = env.init_pid(T3);
+    let p = env.state_dir().join("tenants").join(T3).join("state.json");
+    std::fs::write(&p, b"{\"tenant\":").unwrap();
+    let out = env.ok(&["up", T3]);
+    assert!(out.contains(&format!("{T3}: up (init pid")), "{out}");
+    assert_ne!(env.init_pid(T3), old);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while corral_sandbox::state::process_start(old).is_some() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(corral_sandbox::state::process_start(old).is_none(), "the old init {old} was killed");
     env.ok(&["down", "--all"]);
     assert!(env.mounts_mentioning_state().is_empty(), "{:?}", env.mounts_mentioning_state());
 }
