@@ -87,25 +87,18 @@ pub fn up(layout: &Layout, plan: &Plan, limits: &Limits, opts: &UpOptions) -> Re
     let name = &plan.tenant.name;
     let _lock = lock(layout, name)?;
     let dir = layout.tenant(name);
-    let alive = match dir.read_state() {
-        Ok(Some(st)) if st.init_alive() && st.proto == proto::VERSION => Some(st),
-        Ok(None) => None,
-        // A dead, incompatible or cut-short (crash) state: clear it before
-        // building anew.
-        Ok(Some(_)) => {
-            teardown_locked(layout, name, None)?;
-            None
+    match dir.read_state() {
+        Ok(Some(st)) if st.init_alive() && st.proto == proto::VERSION => {
+            return Ok(UpOutcome::AlreadyUp { pid: st.init_pid, stale: st.digest != plan.digest() });
         }
-        // Unreadable state: whatever still runs in the tenant's cgroup (an
-        // init whose state file was damaged while it ran) goes with it.
-        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+        Ok(None) => {}
+        Err(e) if e.kind() != std::io::ErrorKind::InvalidData => return Err(io(format!("read {}", dir.state().display()))(e)),
+        // A dead or incompatible sandbox, or a state file a crash cut short
+        // or that was damaged while its init ran: clear it, with whatever
+        // still runs in the tenant's cgroup, before building anew.
+        _ => {
             teardown_locked(layout, name, Some(&opts.cgroup_parent))?;
-            None
         }
-        Err(e) => return Err(io(format!("read {}", dir.state().display()))(e)),
-    };
-    if let Some(st) = alive {
-        return Ok(UpOutcome::AlreadyUp { pid: st.init_pid, stale: st.digest != plan.digest() });
     }
     create(layout, &dir, plan, limits, opts)
 }

@@ -50,19 +50,21 @@ pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
     // Spawning through the init is the faster path (see join::run_via_init);
     // an interactive terminal or extra fds need the setns join instead.
     let setns = interactive || a.preserve_fds > 0 || std::env::var_os("CORRAL_RUN_SETNS").is_some();
-    let opts = RunOptions { argv: a.command.clone(), cwd: a.cwd.clone(), env: env.clone(), preserve_fds: i32::from(a.preserve_fds) };
-    if !a.detach && !setns {
+    if a.detach {
+        let t = target(ctx, &a.tenant)?;
+        return detach(ctx, &t, &a, env);
+    }
+    let opts = RunOptions { argv: a.command, cwd: a.cwd, env, preserve_fds: i32::from(a.preserve_fds) };
+    if !setns {
         // A running sandbox: straight to its init (join::run_fast).
         crate::ctx::check_tenant_name(&a.tenant)?;
         match join::run_fast(&ctx.layout, &a.tenant, &opts) {
+            Ok(Some(code)) => return Ok(code),
             Ok(None) => {}
-            other => return finish(&a.tenant, other.map(|code| code.unwrap_or_default())),
+            Err(e) => return finish(&a.tenant, Err(e)),
         }
     }
     let t = target(ctx, &a.tenant)?;
-    if a.detach {
-        return detach(ctx, &t, &a, env);
-    }
     let result = if setns { join::run(&ctx.layout, &t, &opts) } else { join::run_via_init(&ctx.layout, &t, &opts) };
     finish(&a.tenant, result)
 }
