@@ -147,6 +147,12 @@ impl Drop for Env {
             for d in dirs {
                 let _ = std::fs::remove_dir(&d);
             }
+            // And corral's own top-level parent, once no test (or tenant)
+            // uses it any more: rmdir refuses while anything is below it,
+            // and corral recreates it on demand.
+            if let Some(top) = dir.parent() {
+                let _ = std::fs::remove_dir(top);
+            }
         }
         for m in self.mounts_mentioning_state() {
             if let Some(mp) = m.split(' ').nth(4) {
