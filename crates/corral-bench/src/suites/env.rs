@@ -429,6 +429,13 @@ pub fn remove_cgroups(parent: &str) -> Vec<String> {
                 left.push(format!("could not remove cgroup {}", d.display()));
             }
         }
+        // The base it was created under (e.g. corral/), once nothing else is
+        // below it: rmdir refuses otherwise, and corral recreates it on demand.
+        if parent.trim_matches('/').contains('/') {
+            if let Some(base) = r.parent() {
+                let _ = std::fs::remove_dir(base);
+            }
+        }
     }
     left
 }

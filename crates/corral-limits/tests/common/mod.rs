@@ -60,6 +60,11 @@ impl Drop for TestParent {
                     eprintln!("cleanup: removing {}: {e}", dir.display());
                 }
             }
+            // And `corral/` itself once nothing is below it (rmdir refuses
+            // otherwise; corral recreates it on demand).
+            if let Some(top) = dir.parent() {
+                let _ = std::fs::remove_dir(top);
+            }
         }
     }
 }
