@@ -66,7 +66,11 @@ pub fn is_passed(name: &str, extra: &[String]) -> bool {
     if name.eq_ignore_ascii_case("HTTP_PROXY") {
         return false;
     }
-    SAFE.contains(&name) || SAFE_PREFIXES.iter().any(|p| name.starts_with(p) && name.len() > p.len()) || extra.iter().any(|e| e == name)
+    SAFE.contains(&name)
+        || SAFE_PREFIXES
+            .iter()
+            .any(|p| name.starts_with(p) && name.len() > p.len())
+        || extra.iter().any(|e| e == name)
 }
 
 /// A request variable left out of the environment: name and reason.
@@ -75,13 +79,22 @@ pub type Dropped = (String, &'static str);
 /// The value of the request param `name` (the last one wins, as in
 /// [`from_params`]).
 pub fn param<'a>(params: &'a [Pair], name: &str) -> Option<&'a [u8]> {
-    params.iter().rev().find(|(n, _)| n == name.as_bytes()).map(|(_, v)| v.as_slice())
+    params
+        .iter()
+        .rev()
+        .find(|(n, _)| n == name.as_bytes())
+        .map(|(_, v)| v.as_slice())
 }
 
 /// Whether the request has a body: RFC 3875 §4.1.2, CONTENT_LENGTH unset,
 /// empty or 0 means none (an unparsable length is taken as a body).
 pub fn has_body(params: &[Pair]) -> bool {
-    param(params, "CONTENT_LENGTH").is_some_and(|v| std::str::from_utf8(v).ok().and_then(|s| s.trim().parse::<u64>().ok()).map_or(!v.is_empty(), |n| n > 0))
+    param(params, "CONTENT_LENGTH").is_some_and(|v| {
+        std::str::from_utf8(v)
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .map_or(!v.is_empty(), |n| n > 0)
+    })
 }
 
 /// The script's environment, sorted by name, and the request params left
@@ -94,7 +107,11 @@ pub fn has_body(params: &[Pair]) -> bool {
 ///
 /// One pass with one allocation per kept variable: this runs for every
 /// request.
-pub fn from_params(base: &[(String, String)], params: &[Pair], extra: &[String]) -> (Vec<(String, String)>, Vec<Dropped>) {
+pub fn from_params(
+    base: &[(String, String)],
+    params: &[Pair],
+    extra: &[String],
+) -> (Vec<(String, String)>, Vec<Dropped>) {
     let mut env: Vec<(String, String)> = Vec::with_capacity(base.len() + params.len() + 2);
     // RFC 3875 §4.1.4 and §4.1.7: always present, unless set.
     env.push(("GATEWAY_INTERFACE".into(), "CGI/1.1".into()));
@@ -148,7 +165,10 @@ mod tests {
 
     #[test]
     fn passes_cgi_variables_and_keeps_the_base() {
-        let base = vec![("PATH".to_string(), "/usr/bin:/bin".to_string()), ("HOME".to_string(), "/home/a".to_string())];
+        let base = vec![
+            ("PATH".to_string(), "/usr/bin:/bin".to_string()),
+            ("HOME".to_string(), "/home/a".to_string()),
+        ];
         let params = [
             p("REQUEST_METHOD", b"GET"),
             p("REQUEST_METHOD", b"POST"),
@@ -166,11 +186,23 @@ mod tests {
         let base = [base, vec![("TZ".to_string(), "Europe/Paris".to_string())]].concat();
         let (env, dropped) = from_params(&base, &params, &["APP_ENV".to_string()]);
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-        assert_eq!(get("PATH"), Some("/usr/bin:/bin"), "the request cannot set PATH");
+        assert_eq!(
+            get("PATH"),
+            Some("/usr/bin:/bin"),
+            "the request cannot set PATH"
+        );
         assert_eq!(get("LD_PRELOAD"), None);
         assert_eq!(get("HTTP_PROXY"), None);
-        assert_eq!(get("REQUEST_METHOD"), Some("POST"), "the last param of a name wins");
-        assert_eq!(get("TZ"), Some("UTC"), "a passed param replaces the base value");
+        assert_eq!(
+            get("REQUEST_METHOD"),
+            Some("POST"),
+            "the last param of a name wins"
+        );
+        assert_eq!(
+            get("TZ"),
+            Some("UTC"),
+            "a passed param replaces the base value"
+        );
         assert_eq!(env.iter().filter(|(n, _)| n == "REQUEST_METHOD").count(), 1);
         let mut sorted = env.clone();
         sorted.sort();
@@ -178,7 +210,12 @@ mod tests {
         assert_eq!(param(&params, "REQUEST_METHOD"), Some(&b"POST"[..]));
         assert_eq!(param(&params, "CONTENT_LENGTH"), None);
         assert!(!has_body(&params));
-        for (len, body) in [(&b""[..], false), (b"0", false), (b"12", true), (b"x", true)] {
+        for (len, body) in [
+            (&b""[..], false),
+            (b"0", false),
+            (b"12", true),
+            (b"x", true),
+        ] {
             assert_eq!(has_body(&[p("CONTENT_LENGTH", len)]), body, "{len:?}");
         }
         assert_eq!(get("HTTP_X_TOKEN"), Some("t"));
@@ -186,7 +223,15 @@ mod tests {
         assert_eq!(get("GATEWAY_INTERFACE"), Some("CGI/1.1"));
         assert_eq!(get("QUERY_STRING"), Some(""));
         let names: Vec<&str> = dropped.iter().map(|(n, _)| n.as_str()).collect();
-        for n in ["PATH", "LD_PRELOAD", "HTTP_", "HTTP_BIN", "HTTP_PROXY", "BAD-NAME", "HTTP_NUL"] {
+        for n in [
+            "PATH",
+            "LD_PRELOAD",
+            "HTTP_",
+            "HTTP_BIN",
+            "HTTP_PROXY",
+            "BAD-NAME",
+            "HTTP_NUL",
+        ] {
             assert!(names.contains(&n), "{n} reported: {dropped:?}");
         }
         let why = |n: &str| dropped.iter().find(|(m, _)| m == n).map(|(_, w)| *w);

@@ -35,10 +35,19 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let config = ConnectionConfig { max_conns: shared.max_conns, max_reqs: shared.max_conns, mpxs_conns: true, ..ConnectionConfig::default() };
+    let config = ConnectionConfig {
+        max_conns: shared.max_conns,
+        max_reqs: shared.max_conns,
+        mpxs_conns: true,
+        ..ConnectionConfig::default()
+    };
     let (tx, rx) = mpsc::channel(OUT_QUEUE);
     let (done_tx, done_rx) = mpsc::unbounded_channel();
-    let link = Link { tx, conn: Arc::new(Mutex::new(Connection::new(config))), done: done_tx };
+    let link = Link {
+        tx,
+        conn: Arc::new(Mutex::new(Connection::new(config))),
+        done: done_tx,
+    };
     let (closed_tx, closed_rx) = oneshot::channel();
     let writer = tokio::spawn(write_loop(wr, rx, closed_tx));
     read_loop(shared, rd, link, done_rx, closed_rx).await;
@@ -47,7 +56,11 @@ where
     let _ = writer.await;
 }
 
-async fn write_loop<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::Receiver<Out>, closed: oneshot::Sender<()>) {
+async fn write_loop<W: AsyncWrite + Unpin>(
+    wr: W,
+    mut rx: mpsc::Receiver<Out>,
+    closed: oneshot::Sender<()>,
+) {
     // Coalesces small records; full 64 KiB records pass straight through.
     let mut w = BufWriter::with_capacity(16 * 1024, wr);
     'outer: while let Some(mut msg) = rx.recv().await {
@@ -76,7 +89,13 @@ async fn write_loop<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::Receiver<Out>, c
     drop(rx);
 }
 
-async fn read_loop<R: AsyncRead + Unpin>(shared: Arc<Shared>, mut rd: R, link: Link, mut done: mpsc::UnboundedReceiver<(u16, u64)>, mut closed: oneshot::Receiver<()>) {
+async fn read_loop<R: AsyncRead + Unpin>(
+    shared: Arc<Shared>,
+    mut rd: R,
+    link: Link,
+    mut done: mpsc::UnboundedReceiver<(u16, u64)>,
+    mut closed: oneshot::Receiver<()>,
+) {
     let mut slots: HashMap<u16, Slot> = HashMap::new();
     let mut buf = vec![0u8; 16 * 1024];
     let mut events = Vec::new();
@@ -112,7 +131,11 @@ async fn read_loop<R: AsyncRead + Unpin>(shared: Arc<Shared>, mut rd: R, link: L
         };
         let mut out = Vec::new();
         events.clear();
-        let r = link.conn.lock().unwrap_or_else(|e| e.into_inner()).process(&buf[..n], &mut out, &mut events);
+        let r = link.conn.lock().unwrap_or_else(|e| e.into_inner()).process(
+            &buf[..n],
+            &mut out,
+            &mut events,
+        );
         if !out.is_empty() && link.send(out).await.is_err() {
             return;
         }
@@ -132,19 +155,43 @@ async fn read_loop<R: AsyncRead + Unpin>(shared: Arc<Shared>, mut rd: R, link: L
 }
 
 /// Returns false when the connection is to be closed.
-async fn handle(shared: &Arc<Shared>, link: &Link, slots: &mut HashMap<u16, Slot>, seq: &mut u64, ev: Event) -> bool {
+async fn handle(
+    shared: &Arc<Shared>,
+    link: &Link,
+    slots: &mut HashMap<u16, Slot>,
+    seq: &mut u64,
+    ev: Event,
+) -> bool {
     match ev {
         Event::Begin { id, .. } => {
             let (stx, srx) = mpsc::channel(STDIN_QUEUE);
             let (atx, arx) = oneshot::channel();
             *seq += 1;
-            slots.insert(id, Slot { seq: *seq, stdin: Some(stx), abort: Some(atx), pending: Some((srx, arx)) });
+            slots.insert(
+                id,
+                Slot {
+                    seq: *seq,
+                    stdin: Some(stx),
+                    abort: Some(atx),
+                    pending: Some((srx, arx)),
+                },
+            );
         }
         Event::Params { id, params } => {
             let slot = slots.get_mut(&id);
-            if let Some((s, (stdin, abort))) = slot.and_then(|s| s.pending.take().map(|p| (s.seq, p))) {
+            if let Some((s, (stdin, abort))) =
+                slot.and_then(|s| s.pending.take().map(|p| (s.seq, p)))
+            {
                 let resp = Response::new(id, s, link.clone());
-                tokio::spawn(request::serve(shared.clone(), resp, Input { params, stdin, abort }));
+                tokio::spawn(request::serve(
+                    shared.clone(),
+                    resp,
+                    Input {
+                        params,
+                        stdin,
+                        abort,
+                    },
+                ));
             }
         }
         Event::Stdin { id, data } => {
@@ -170,7 +217,12 @@ async fn handle(shared: &Arc<Shared>, link: &Link, slots: &mut HashMap<u16, Slot
             }
         }
         Event::GetValues { .. } => {}
-        Event::Rejected { id, status, keep_conn, .. } => {
+        Event::Rejected {
+            id,
+            status,
+            keep_conn,
+            ..
+        } => {
             log::line(format_args!("request {id} rejected: {status:?}"));
             if !keep_conn && slots.is_empty() {
                 let _ = link.tx.send(Out::Close).await;

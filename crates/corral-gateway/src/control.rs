@@ -5,7 +5,10 @@
 
 use corral_sandbox::proto::{self, Reply, Request};
 use nix::errno::Errno;
-use nix::sys::socket::{connect, recv, sendmsg, socket, AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType, UnixAddr};
+use nix::sys::socket::{
+    connect, recv, sendmsg, socket, AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType,
+    UnixAddr,
+};
 use std::io::IoSlice;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
@@ -40,8 +43,17 @@ impl Control {
     /// Connect without blocking the runtime: a full listen backlog
     /// (EAGAIN) is retried with a short back-off until `patience` runs out.
     pub async fn connect(path: &Path, patience: Duration) -> Result<Control, ControlError> {
-        let err = |errno| ControlError::Connect { path: path.display().to_string(), errno };
-        let fd = socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK, None).map_err(err)?;
+        let err = |errno| ControlError::Connect {
+            path: path.display().to_string(),
+            errno,
+        };
+        let fd = socket(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+            None,
+        )
+        .map_err(err)?;
         let addr = UnixAddr::new(path).map_err(err)?;
         let start = tokio::time::Instant::now();
         let mut pause = Duration::from_millis(1);
@@ -58,23 +70,34 @@ impl Control {
         }
         // SAFETY: the OwnedFd moves into the AsyncFd, which keeps it open
         // (and never hands it out for closing) until the AsyncFd is dropped.
-        let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE | Interest::WRITABLE) };
-        Ok(Control { fd: fd.map_err(|e| err(io_errno(&e.into())))? })
+        let fd =
+            unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE | Interest::WRITABLE) };
+        Ok(Control {
+            fd: fd.map_err(|e| err(io_errno(&e.into())))?,
+        })
     }
 
     /// Send one request with `fds` (stdin, stdout, stderr) attached.
     pub async fn send(&self, req: &Request, fds: &[RawFd]) -> Result<(), ControlError> {
         let body = proto::encode(req);
         if body.len() > proto::MAX_MESSAGE {
-            return Err(ControlError::TooLarge { size: body.len(), max: proto::MAX_MESSAGE });
+            return Err(ControlError::TooLarge {
+                size: body.len(),
+                max: proto::MAX_MESSAGE,
+            });
         }
         loop {
-            let mut guard = self.fd.writable().await.map_err(|e| ControlError::Send(io_errno(&e)))?;
+            let mut guard = self
+                .fd
+                .writable()
+                .await
+                .map_err(|e| ControlError::Send(io_errno(&e)))?;
             let r = guard.try_io(|fd| {
                 let iov = [IoSlice::new(&body)];
                 let rights = [ControlMessage::ScmRights(fds)];
                 let cmsgs: &[ControlMessage] = if fds.is_empty() { &[] } else { &rights };
-                sendmsg::<()>(fd.as_raw_fd(), &iov, cmsgs, MsgFlags::MSG_NOSIGNAL, None).map_err(std::io::Error::from)
+                sendmsg::<()>(fd.as_raw_fd(), &iov, cmsgs, MsgFlags::MSG_NOSIGNAL, None)
+                    .map_err(std::io::Error::from)
             });
             match r {
                 Ok(Ok(_)) => return Ok(()),
@@ -93,11 +116,25 @@ impl Control {
         // length, and is refused below.
         let mut buf = [0u8; REPLY_BUF];
         loop {
-            let mut guard = self.fd.readable().await.map_err(|e| ControlError::Recv(io_errno(&e)))?;
-            match guard.try_io(|fd| recv(fd.as_raw_fd(), &mut buf, MsgFlags::MSG_TRUNC).map_err(std::io::Error::from)) {
+            let mut guard = self
+                .fd
+                .readable()
+                .await
+                .map_err(|e| ControlError::Recv(io_errno(&e)))?;
+            match guard.try_io(|fd| {
+                recv(fd.as_raw_fd(), &mut buf, MsgFlags::MSG_TRUNC).map_err(std::io::Error::from)
+            }) {
                 Ok(Ok(0)) => return Err(ControlError::Closed),
-                Ok(Ok(n)) if n > buf.len() => return Err(ControlError::Decode(format!("reply of {n} bytes (expected at most {})", buf.len()))),
-                Ok(Ok(n)) => return proto::decode(&buf[..n]).map_err(|e| ControlError::Decode(e.to_string())),
+                Ok(Ok(n)) if n > buf.len() => {
+                    return Err(ControlError::Decode(format!(
+                        "reply of {n} bytes (expected at most {})",
+                        buf.len()
+                    )))
+                }
+                Ok(Ok(n)) => {
+                    return proto::decode(&buf[..n])
+                        .map_err(|e| ControlError::Decode(e.to_string()))
+                }
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Ok(Err(e)) => return Err(ControlError::Recv(io_errno(&e))),
                 Err(_would_block) => continue,

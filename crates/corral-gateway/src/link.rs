@@ -48,7 +48,13 @@ pub struct Response {
 
 impl Response {
     pub fn new(id: u16, seq: u64, link: Link) -> Response {
-        Response { id, seq, link, head_sent: false, bytes: 0 }
+        Response {
+            id,
+            seq,
+            link,
+            head_sent: false,
+            bytes: 0,
+        }
     }
 
     /// `data` as FCGI_STDOUT records.
@@ -77,7 +83,12 @@ impl Response {
     pub async fn end(self, app_status: u32) {
         let mut out = Vec::with_capacity(32);
         encode_stdout_end(self.id, &mut out);
-        let ended = self.link.conn.lock().unwrap_or_else(|e| e.into_inner()).end_request(self.id, app_status, &mut out);
+        let ended = self
+            .link
+            .conn
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .end_request(self.id, app_status, &mut out);
         let keep = match ended {
             Ok(e) => e.keep_conn,
             // The id is not active: the connection was reset underneath.

@@ -11,7 +11,10 @@ pub fn line(args: std::fmt::Arguments<'_>) {
     s.push_str("corral-gateway: ");
     std::fmt::Write::write_fmt(&mut s, args).ok();
     // Control characters from scripts' output would forge log lines.
-    let mut s: String = s.chars().map(|c| if c.is_control() { '\u{fffd}' } else { c }).collect();
+    let mut s: String = s
+        .chars()
+        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+        .collect();
     s.push('\n');
     let _ = std::io::stderr().lock().write_all(s.as_bytes());
 }

@@ -28,11 +28,21 @@ pub const DEFAULT_MIN_UID: u32 = 1000;
 #[derive(Debug, thiserror::Error)]
 pub enum MapError {
     #[error("read map file {}: {source}", path.display())]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("map file {}: {source}", path.display())]
-    Parse { path: PathBuf, source: toml::de::Error },
+    Parse {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
     #[error("map file {}: {what} (expected {expected})", path.display())]
-    Invalid { path: PathBuf, what: String, expected: &'static str },
+    Invalid {
+        path: PathBuf,
+        what: String,
+        expected: &'static str,
+    },
 }
 
 /// What to do with a request that no `[hosts]`/`[docroots]` entry matches.
@@ -103,42 +113,81 @@ pub enum MappedBy {
 
 impl TenantMap {
     pub fn load(path: &Path) -> Result<TenantMap, MapError> {
-        let text = std::fs::read_to_string(path).map_err(|source| MapError::Read { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| MapError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         TenantMap::parse(&text, path)
     }
 
     pub fn parse(text: &str, path: &Path) -> Result<TenantMap, MapError> {
-        let f: MapFile = toml::from_str(text).map_err(|source| MapError::Parse { path: path.to_path_buf(), source })?;
-        let invalid = |what: String, expected| MapError::Invalid { path: path.to_path_buf(), what, expected };
-        let mut m = TenantMap { min_uid: f.min_uid.unwrap_or(DEFAULT_MIN_UID), unmapped: f.unmapped, ..TenantMap::default() };
+        let f: MapFile = toml::from_str(text).map_err(|source| MapError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let invalid = |what: String, expected| MapError::Invalid {
+            path: path.to_path_buf(),
+            what,
+            expected,
+        };
+        let mut m = TenantMap {
+            min_uid: f.min_uid.unwrap_or(DEFAULT_MIN_UID),
+            unmapped: f.unmapped,
+            ..TenantMap::default()
+        };
         for (host, tenant) in f.hosts {
-            check_tenant(&tenant).map_err(|e| invalid(format!("[hosts] {host:?} = {tenant:?}: {e}"), "a Unix user name"))?;
+            check_tenant(&tenant).map_err(|e| {
+                invalid(
+                    format!("[hosts] {host:?} = {tenant:?}: {e}"),
+                    "a Unix user name",
+                )
+            })?;
             let h = host.trim_end_matches('.').to_ascii_lowercase();
             if let Some(domain) = h.strip_prefix("*.") {
                 m.wildcards.push((format!(".{domain}"), tenant));
             } else if !h.is_empty() && !h.contains(['*', '/', ' ', ':']) {
                 m.hosts.insert(h, tenant);
             } else {
-                return Err(invalid(format!("[hosts] key {host:?}"), "a host name or *.domain"));
+                return Err(invalid(
+                    format!("[hosts] key {host:?}"),
+                    "a host name or *.domain",
+                ));
             }
         }
         m.wildcards.sort_by_key(|(d, _)| std::cmp::Reverse(d.len()));
         for (dir, tenant) in f.docroots {
-            check_tenant(&tenant).map_err(|e| invalid(format!("[docroots] {dir:?} = {tenant:?}: {e}"), "a Unix user name"))?;
-            let p = normalize(Path::new(&dir)).ok_or_else(|| invalid(format!("[docroots] key {dir:?}"), "an absolute path without '..'"))?;
+            check_tenant(&tenant).map_err(|e| {
+                invalid(
+                    format!("[docroots] {dir:?} = {tenant:?}: {e}"),
+                    "a Unix user name",
+                )
+            })?;
+            let p = normalize(Path::new(&dir)).ok_or_else(|| {
+                invalid(
+                    format!("[docroots] key {dir:?}"),
+                    "an absolute path without '..'",
+                )
+            })?;
             m.docroots.push((p, tenant));
         }
-        m.docroots.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
+        m.docroots
+            .sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
         for d in &f.allow_dirs {
             // Checked as expanded for a typical tenant.
             let e = expand(d, "user", Path::new("/home/user"));
             if !e.starts_with('/') || e.split('/').any(|c| c == "..") || e.contains('$') {
-                return Err(invalid(format!("allow_dirs entry {d:?}"), "an absolute path without '..', using only $USER and $HOME"));
+                return Err(invalid(
+                    format!("allow_dirs entry {d:?}"),
+                    "an absolute path without '..', using only $USER and $HOME",
+                ));
             }
         }
         for name in &f.pass_env {
             if !corral_fastcgi::env::is_valid_env_name(name.as_bytes()) {
-                return Err(invalid(format!("pass_env entry {name:?}"), "a variable name of [A-Za-z0-9_]"));
+                return Err(invalid(
+                    format!("pass_env entry {name:?}"),
+                    "a variable name of [A-Za-z0-9_]",
+                ));
             }
         }
         m.allow_dirs = f.allow_dirs;
@@ -153,19 +202,30 @@ impl TenantMap {
             if let Some(t) = self.hosts.get(&h) {
                 return Some((t.clone(), MappedBy::Host(h)));
             }
-            if let Some((_, t)) = self.wildcards.iter().find(|(suffix, _)| h.ends_with(suffix.as_str())) {
+            if let Some((_, t)) = self
+                .wildcards
+                .iter()
+                .find(|(suffix, _)| h.ends_with(suffix.as_str()))
+            {
                 return Some((t.clone(), MappedBy::Host(h)));
             }
         }
         let script = normalize(script)?;
-        self.docroots.iter().find(|(root, _)| script.starts_with(root)).map(|(root, t)| (t.clone(), MappedBy::Docroot(root.clone())))
+        self.docroots
+            .iter()
+            .find(|(root, _)| script.starts_with(root))
+            .map(|(root, t)| (t.clone(), MappedBy::Docroot(root.clone())))
     }
 
     /// The directories a tenant's scripts may live in: the home, then the
     /// expanded `allow_dirs`.
     pub fn areas(&self, user: &str, home: &Path) -> Vec<PathBuf> {
         let mut v = vec![home.to_path_buf()];
-        v.extend(self.allow_dirs.iter().map(|d| PathBuf::from(expand(d, user, home))));
+        v.extend(
+            self.allow_dirs
+                .iter()
+                .map(|d| PathBuf::from(expand(d, user, home))),
+        );
         v
     }
 }
@@ -173,16 +233,25 @@ impl TenantMap {
 /// `$USER`/`${USER}` and `$HOME`/`${HOME}` in an `allow_dirs` entry.
 fn expand(template: &str, user: &str, home: &Path) -> String {
     let home = home.to_string_lossy();
-    template.replace("${USER}", user).replace("$USER", user).replace("${HOME}", &home).replace("$HOME", &home)
+    template
+        .replace("${USER}", user)
+        .replace("$USER", user)
+        .replace("${HOME}", &home)
+        .replace("$HOME", &home)
 }
 
 /// `Host` without port, lowercase, no trailing dot.
 fn normalize_host(h: &str) -> String {
     let h = h.trim();
     let no_port = if h.starts_with('[') {
-        h.split_once(']').map(|(a, _)| format!("{a}]")).unwrap_or_else(|| h.to_string())
+        h.split_once(']')
+            .map(|(a, _)| format!("{a}]"))
+            .unwrap_or_else(|| h.to_string())
     } else {
-        h.rsplit_once(':').filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit())).map(|(a, _)| a.to_string()).unwrap_or_else(|| h.to_string())
+        h.rsplit_once(':')
+            .filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()))
+            .map(|(a, _)| a.to_string())
+            .unwrap_or_else(|| h.to_string())
     };
     no_port.trim_end_matches('.').to_ascii_lowercase()
 }
@@ -207,7 +276,8 @@ pub fn normalize(p: &Path) -> Option<PathBuf> {
 fn check_tenant(name: &str) -> Result<(), &'static str> {
     let mut chars = name.chars();
     let first_ok = matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c == '_');
-    let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-'));
+    let rest_ok =
+        chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-'));
     if first_ok && rest_ok && name.len() <= 32 {
         Ok(())
     } else {
@@ -226,8 +296,13 @@ allow_dirs = ["/srv/www/$USER", "${HOME}/../x"]
 
     #[test]
     fn rejects_parent_dirs_in_allow_dirs() {
-        let e = TenantMap::parse(MAP, Path::new("m.toml")).unwrap_err().to_string();
-        assert!(e.contains("allow_dirs entry") && e.contains("m.toml"), "{e}");
+        let e = TenantMap::parse(MAP, Path::new("m.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("allow_dirs entry") && e.contains("m.toml"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -248,28 +323,66 @@ pass_env = ["APP_ENV"]
         let s = Path::new("/x/y.cgi");
         assert_eq!(m.lookup(Some("example.com:8080"), s).unwrap().0, "alice");
         assert_eq!(m.lookup(Some("a.b.example.org"), s).unwrap().0, "bob");
-        assert!(m.lookup(Some("example.org"), s).is_none(), "the bare domain is not a subdomain");
-        assert_eq!(m.lookup(None, Path::new("/srv/www/dave/cgi/a.cgi")).unwrap().0, "dave", "longest docroot wins");
-        assert_eq!(m.lookup(None, Path::new("/srv/www//x/./a.cgi")).unwrap().0, "carol");
-        assert!(m.lookup(None, Path::new("/srv/wwwx/a.cgi")).is_none(), "component-wise prefix");
-        assert!(m.lookup(None, Path::new("/srv/www/../etc/a")).is_none(), "'..' never matches");
-        assert_eq!(m.areas("bob", Path::new("/home/bob")), [PathBuf::from("/home/bob")]);
+        assert!(
+            m.lookup(Some("example.org"), s).is_none(),
+            "the bare domain is not a subdomain"
+        );
+        assert_eq!(
+            m.lookup(None, Path::new("/srv/www/dave/cgi/a.cgi"))
+                .unwrap()
+                .0,
+            "dave",
+            "longest docroot wins"
+        );
+        assert_eq!(
+            m.lookup(None, Path::new("/srv/www//x/./a.cgi")).unwrap().0,
+            "carol"
+        );
+        assert!(
+            m.lookup(None, Path::new("/srv/wwwx/a.cgi")).is_none(),
+            "component-wise prefix"
+        );
+        assert!(
+            m.lookup(None, Path::new("/srv/www/../etc/a")).is_none(),
+            "'..' never matches"
+        );
+        assert_eq!(
+            m.areas("bob", Path::new("/home/bob")),
+            [PathBuf::from("/home/bob")]
+        );
     }
 
     #[test]
     fn rejects_bad_entries_with_the_file_name() {
-        for bad in ["[hosts]\n\"a b\" = \"x\"", "[hosts]\n\"a\" = \"Root\"", "[docroots]\n\"rel\" = \"x\"", "pass_env = [\"A-B\"]", "unknown = 1", "unmapped = \"maybe\""] {
-            let e = TenantMap::parse(bad, Path::new("/etc/corral/gateway.toml")).unwrap_err().to_string();
+        for bad in [
+            "[hosts]\n\"a b\" = \"x\"",
+            "[hosts]\n\"a\" = \"Root\"",
+            "[docroots]\n\"rel\" = \"x\"",
+            "pass_env = [\"A-B\"]",
+            "unknown = 1",
+            "unmapped = \"maybe\"",
+        ] {
+            let e = TenantMap::parse(bad, Path::new("/etc/corral/gateway.toml"))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("/etc/corral/gateway.toml"), "{bad}: {e}");
         }
     }
 
     #[test]
     fn expands_allow_dirs_per_tenant() {
-        let m = TenantMap::parse("allow_dirs = [\"/srv/www/$USER\", \"${HOME}/cgi\"]", Path::new("m")).unwrap();
+        let m = TenantMap::parse(
+            "allow_dirs = [\"/srv/www/$USER\", \"${HOME}/cgi\"]",
+            Path::new("m"),
+        )
+        .unwrap();
         assert_eq!(
             m.areas("al", Path::new("/home/al")),
-            [PathBuf::from("/home/al"), PathBuf::from("/srv/www/al"), PathBuf::from("/home/al/cgi")]
+            [
+                PathBuf::from("/home/al"),
+                PathBuf::from("/srv/www/al"),
+                PathBuf::from("/home/al/cgi")
+            ]
         );
     }
 

@@ -69,17 +69,31 @@ impl Exit {
 /// Serve one request to its end; always ends it with FCGI_END_REQUEST.
 pub async fn serve(shared: Arc<Shared>, mut resp: Response, input: Input) {
     let _inflight = shared.inflight.enter();
-    let Input { params, stdin, mut abort } = input;
+    let Input {
+        params,
+        stdin,
+        mut abort,
+    } = input;
     let status = run(&shared, &mut resp, params, stdin, &mut abort).await;
     resp.end(status).await;
 }
 
-async fn run(shared: &Arc<Shared>, resp: &mut Response, params: Vec<Pair>, stdin: mpsc::Receiver<Vec<u8>>, abort: &mut oneshot::Receiver<()>) -> u32 {
+async fn run(
+    shared: &Arc<Shared>,
+    resp: &mut Response,
+    params: Vec<Pair>,
+    stdin: mpsc::Receiver<Vec<u8>>,
+    abort: &mut oneshot::Receiver<()>,
+) -> u32 {
     let start = Instant::now();
     let deadline = start + shared.timeout;
     let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
-    let script = cgienv::param(&params, "SCRIPT_FILENAME").map(text).unwrap_or_default();
-    let host = cgienv::param(&params, "HTTP_HOST").or_else(|| cgienv::param(&params, "SERVER_NAME")).map(text);
+    let script = cgienv::param(&params, "SCRIPT_FILENAME")
+        .map(text)
+        .unwrap_or_default();
+    let host = cgienv::param(&params, "HTTP_HOST")
+        .or_else(|| cgienv::param(&params, "SERVER_NAME"))
+        .map(text);
     if shared.draining() {
         let _ = resp.error(503, "the gateway is shutting down").await;
         return 0;
@@ -93,7 +107,15 @@ async fn run(shared: &Arc<Shared>, resp: &mut Response, params: Vec<Pair>, stdin
             match tokio::task::spawn_blocking(move || s.tenants.prepare(&sf, h.as_deref())).await {
                 Ok(Ok(p)) => p,
                 Ok(Err(f)) => return fail(resp, &script, "-", f).await,
-                Err(e) => return fail(resp, &script, "-", Failure::new(500, format!("checks panicked: {e}"))).await,
+                Err(e) => {
+                    return fail(
+                        resp,
+                        &script,
+                        "-",
+                        Failure::new(500, format!("checks panicked: {e}")),
+                    )
+                    .await
+                }
             }
         }
         Err(f) => return fail(resp, &script, "-", f).await,
@@ -102,9 +124,13 @@ async fn run(shared: &Arc<Shared>, resp: &mut Response, params: Vec<Pair>, stdin
     let base = corral_sandbox::spawn::environment(&p.target.plan, std::iter::empty(), &[]);
     let (env, dropped) = cgienv::from_params(&base, &params, &shared.tenants.map().pass_env);
     for (name, why) in dropped.iter().filter(|(_, w)| *w != "not a CGI variable") {
-        log::line(format_args!("[{tenant} {script}] request variable {name} not passed: {why}"));
+        log::line(format_args!(
+            "[{tenant} {script}] request variable {name} not passed: {why}"
+        ));
     }
-    let remaining = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+    let remaining = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1));
     let req = SpawnRequest {
         argv: vec![p.script.real.to_string_lossy().into_owned()],
         env,
@@ -164,8 +190,17 @@ async fn execute(
     let (out_r, out_w) = pipe().map_err(sys("stdout pipe"))?;
     let (err_r, err_w) = pipe().map_err(sys("stderr pipe"))?;
     let control = connect(shared, p).await?;
-    let in_fd = stdin_pipe.as_ref().map(|((r, _), _)| r.as_raw_fd()).unwrap_or(shared.devnull.as_raw_fd());
-    control.send(&Request::Spawn(req), &[in_fd, out_w.as_raw_fd(), err_w.as_raw_fd()]).await.map_err(spawn_err)?;
+    let in_fd = stdin_pipe
+        .as_ref()
+        .map(|((r, _), _)| r.as_raw_fd())
+        .unwrap_or(shared.devnull.as_raw_fd());
+    control
+        .send(
+            &Request::Spawn(req),
+            &[in_fd, out_w.as_raw_fd(), err_w.as_raw_fd()],
+        )
+        .await
+        .map_err(spawn_err)?;
     // The child holds its ends now; ours must go, or EOF never comes.
     drop(out_w);
     drop(err_w);
@@ -174,15 +209,28 @@ async fn execute(
         tokio::spawn(pump_stdin(in_w, rx))
     });
     let stderr_task = tokio::spawn(pump_stderr(err_r, label.to_string()));
-    let stdout = pipe::Receiver::from_owned_fd(out_r).map_err(|e| Failure::new(500, format!("stdout pipe: {e}")))?;
-    let result = stream(resp, stdout, &control, &mut stdin_task, abort, deadline, label).await;
+    let stdout = pipe::Receiver::from_owned_fd(out_r)
+        .map_err(|e| Failure::new(500, format!("stdout pipe: {e}")))?;
+    let result = stream(
+        resp,
+        stdout,
+        &control,
+        &mut stdin_task,
+        abort,
+        deadline,
+        label,
+    )
+    .await;
     // Whatever is left of the script dies with the control connection.
     drop(control);
     if let Some(t) = &stdin_task {
         t.abort();
     }
     let mut stderr_task = stderr_task;
-    if tokio::time::timeout(Duration::from_millis(200), &mut stderr_task).await.is_err() {
+    if tokio::time::timeout(Duration::from_millis(200), &mut stderr_task)
+        .await
+        .is_err()
+    {
         // Something that escaped the kill still holds stderr: stop reading.
         stderr_task.abort();
     }
@@ -199,9 +247,14 @@ async fn connect(shared: &Arc<Shared>, p: &Prepared) -> Result<Control, Failure>
             shared.tenants.forget(tenant);
             let (s, t) = (shared.clone(), tenant.clone());
             match tokio::task::spawn_blocking(move || s.tenants.reload(&t)).await {
-                Ok(Ok(_)) => Control::connect(&p.control, Duration::from_secs(5)).await.map_err(|e| Failure::new(503, format!("{e} (first attempt: {first})"))),
+                Ok(Ok(_)) => Control::connect(&p.control, Duration::from_secs(5))
+                    .await
+                    .map_err(|e| Failure::new(503, format!("{e} (first attempt: {first})"))),
                 Ok(Err(f)) => Err(f),
-                Err(e) => Err(Failure::new(500, format!("bringing {tenant} up panicked: {e}"))),
+                Err(e) => Err(Failure::new(
+                    500,
+                    format!("bringing {tenant} up panicked: {e}"),
+                )),
             }
         }
     }
@@ -209,7 +262,9 @@ async fn connect(shared: &Arc<Shared>, p: &Prepared) -> Result<Control, Failure>
 
 fn spawn_err(e: ControlError) -> Failure {
     match e {
-        ControlError::TooLarge { .. } => Failure::new(500, format!("request environment too large: {e}")),
+        ControlError::TooLarge { .. } => {
+            Failure::new(500, format!("request environment too large: {e}"))
+        }
         e => Failure::new(502, format!("spawn through the tenant init: {e}")),
     }
 }
@@ -258,7 +313,10 @@ async fn stream(
     loop {
         if exit.is_some_and(|e| e.timed_out) && !resp.head_sent {
             // Killed at the deadline: whatever it had written is not sent.
-            return Err(Failure::new(504, "timed out before its response could be sent: killed"));
+            return Err(Failure::new(
+                504,
+                "timed out before its response could be sent: killed",
+            ));
         }
         if stdin_done {
             if let Some(h) = held.take() {
@@ -354,14 +412,24 @@ async fn stream(
     let ex = exit.unwrap_or_default();
     if resp.head_sent {
         if ex.timed_out {
-            log::line(format_args!("[{label}] timed out after sending its head: response truncated ({} bytes)", resp.bytes));
+            log::line(format_args!(
+                "[{label}] timed out after sending its head: response truncated ({} bytes)",
+                resp.bytes
+            ));
         }
         return Ok(ex.app_status());
     }
     if ex.timed_out {
-        return Err(Failure::new(504, "timed out before sending a CGI header: killed"));
+        return Err(Failure::new(
+            504,
+            "timed out before sending a CGI header: killed",
+        ));
     }
-    let why = parser.finish().err().map(|e| e.to_string()).unwrap_or_else(|| "no output".into());
+    let why = parser
+        .finish()
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_else(|| "no output".into());
     Err(Failure::new(502, format!("{why} ({})", ex.describe())))
 }
 
@@ -377,7 +445,11 @@ async fn finished(task: &mut Option<JoinHandle<()>>) {
 
 /// One read of stdout into `buf` (emptied first). With `linger`, only what
 /// is in the pipe now: an empty pipe counts as the end.
-async fn read_chunk(stdout: &mut pipe::Receiver, buf: &mut Vec<u8>, linger: bool) -> std::io::Result<usize> {
+async fn read_chunk(
+    stdout: &mut pipe::Receiver,
+    buf: &mut Vec<u8>,
+    linger: bool,
+) -> std::io::Result<usize> {
     buf.clear();
     if !linger {
         return stdout.read_buf(buf).await;
@@ -400,7 +472,9 @@ async fn send(resp: &mut Response, data: &[u8], hard: Instant) -> Result<(), Fai
 /// the end of the body, or when the script stops reading (EPIPE), which
 /// also makes further chunks be discarded.
 async fn pump_stdin(fd: OwnedFd, mut rx: mpsc::Receiver<Vec<u8>>) {
-    let Ok(mut tx) = pipe::Sender::from_owned_fd(fd) else { return };
+    let Ok(mut tx) = pipe::Sender::from_owned_fd(fd) else {
+        return;
+    };
     while let Some(chunk) = rx.recv().await {
         if tx.write_all(&chunk).await.is_err() {
             return;
@@ -410,17 +484,26 @@ async fn pump_stdin(fd: OwnedFd, mut rx: mpsc::Receiver<Vec<u8>>) {
 
 /// The script's stderr, line by line, into the gateway log.
 async fn pump_stderr(fd: OwnedFd, label: String) {
-    let Ok(rx) = pipe::Receiver::from_owned_fd(fd) else { return };
+    let Ok(rx) = pipe::Receiver::from_owned_fd(fd) else {
+        return;
+    };
     let mut r = tokio::io::BufReader::with_capacity(MAX_LOG_LINE, rx);
     let mut line = Vec::new();
     loop {
         line.clear();
         // A bounded read: at most one buffer's worth per line.
-        let n = match (&mut r).take(MAX_LOG_LINE as u64).read_until(b'\n', &mut line).await {
+        let n = match (&mut r)
+            .take(MAX_LOG_LINE as u64)
+            .read_until(b'\n', &mut line)
+            .await
+        {
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
         let text = String::from_utf8_lossy(&line[..n]);
-        log::line(format_args!("[{label}] stderr: {}", text.trim_end_matches(['\n', '\r'])));
+        log::line(format_args!(
+            "[{label}] stderr: {}",
+            text.trim_end_matches(['\n', '\r'])
+        ));
     }
 }

@@ -40,7 +40,11 @@ impl std::fmt::Display for Refusal {
 }
 
 fn refuse(status: u16, rule: &'static str, detail: impl Into<String>) -> Refusal {
-    Refusal { status, rule, detail: detail.into() }
+    Refusal {
+        status,
+        rule,
+        detail: detail.into(),
+    }
 }
 
 /// A tenant as the passwd database knows it.
@@ -56,23 +60,44 @@ impl TenantUser {
     pub fn by_name(name: &str) -> Result<TenantUser, Refusal> {
         match corral_users::Db::system().user_by_name(name) {
             Ok(Some(u)) => Ok(TenantUser::from(u)),
-            Ok(None) => Err(refuse(403, "unknown-user", format!("no user named {name:?}"))),
-            Err(e) => Err(refuse(500, "unknown-user", format!("look up user {name:?}: {e}"))),
+            Ok(None) => Err(refuse(
+                403,
+                "unknown-user",
+                format!("no user named {name:?}"),
+            )),
+            Err(e) => Err(refuse(
+                500,
+                "unknown-user",
+                format!("look up user {name:?}: {e}"),
+            )),
         }
     }
 
     pub fn by_uid(uid: u32) -> Result<TenantUser, Refusal> {
         match corral_users::Db::system().user_by_uid(uid) {
             Ok(Some(u)) => Ok(TenantUser::from(u)),
-            Ok(None) => Err(refuse(403, "unknown-user", format!("the owner uid {uid} is no user"))),
-            Err(e) => Err(refuse(500, "unknown-user", format!("look up uid {uid}: {e}"))),
+            Ok(None) => Err(refuse(
+                403,
+                "unknown-user",
+                format!("the owner uid {uid} is no user"),
+            )),
+            Err(e) => Err(refuse(
+                500,
+                "unknown-user",
+                format!("look up uid {uid}: {e}"),
+            )),
         }
     }
 }
 
 impl From<corral_users::User> for TenantUser {
     fn from(u: corral_users::User) -> Self {
-        TenantUser { name: u.name, uid: u.uid, gid: u.gid, home: u.home }
+        TenantUser {
+            name: u.name,
+            uid: u.uid,
+            gid: u.gid,
+            home: u.home,
+        }
     }
 }
 
@@ -122,7 +147,11 @@ pub struct Located {
 }
 
 /// Choose the tenant for `script_filename` and run every check.
-pub fn check(script_filename: &str, host: Option<&str>, map: &TenantMap) -> Result<CheckedScript, Refusal> {
+pub fn check(
+    script_filename: &str,
+    host: Option<&str>,
+    map: &TenantMap,
+) -> Result<CheckedScript, Refusal> {
     let found = locate(script_filename, host, map)?;
     let tenant = found.key.lookup()?;
     verify(found, tenant, map)
@@ -130,87 +159,247 @@ pub fn check(script_filename: &str, host: Option<&str>, map: &TenantMap) -> Resu
 
 /// Rules 1–2: the path, the file it resolves to, and who the tenant is.
 /// No passwd lookup (it never blocks on NSS).
-pub fn locate(script_filename: &str, host: Option<&str>, map: &TenantMap) -> Result<Located, Refusal> {
+pub fn locate(
+    script_filename: &str,
+    host: Option<&str>,
+    map: &TenantMap,
+) -> Result<Located, Refusal> {
     if script_filename.is_empty() {
-        return Err(refuse(403, "script-filename", "SCRIPT_FILENAME is missing or empty"));
+        return Err(refuse(
+            403,
+            "script-filename",
+            "SCRIPT_FILENAME is missing or empty",
+        ));
     }
     let raw = Path::new(script_filename);
     if !raw.is_absolute() {
-        return Err(refuse(403, "absolute-path", format!("{script_filename:?} is not an absolute path")));
+        return Err(refuse(
+            403,
+            "absolute-path",
+            format!("{script_filename:?} is not an absolute path"),
+        ));
     }
-    if raw.components().any(|c| c == std::path::Component::ParentDir) {
-        return Err(refuse(403, "dotdot", format!("{script_filename:?} has a '..' component")));
+    if raw
+        .components()
+        .any(|c| c == std::path::Component::ParentDir)
+    {
+        return Err(refuse(
+            403,
+            "dotdot",
+            format!("{script_filename:?} has a '..' component"),
+        ));
     }
-    let requested = normalize(raw).ok_or_else(|| refuse(403, "dotdot", format!("{script_filename:?} is not a plain absolute path")))?;
+    let requested = normalize(raw).ok_or_else(|| {
+        refuse(
+            403,
+            "dotdot",
+            format!("{script_filename:?} is not a plain absolute path"),
+        )
+    })?;
     let real = match std::fs::canonicalize(&requested) {
         Ok(p) => p,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(refuse(404, "exists", format!("{}: no such file", requested.display()))),
-        Err(e) => return Err(refuse(403, "exists", format!("resolve {}: {e}", requested.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(refuse(
+                404,
+                "exists",
+                format!("{}: no such file", requested.display()),
+            ))
+        }
+        Err(e) => {
+            return Err(refuse(
+                403,
+                "exists",
+                format!("resolve {}: {e}", requested.display()),
+            ))
+        }
     };
-    let meta = std::fs::symlink_metadata(&real).map_err(|e| refuse(403, "exists", format!("stat {}: {e}", real.display())))?;
+    let meta = std::fs::symlink_metadata(&real)
+        .map_err(|e| refuse(403, "exists", format!("stat {}: {e}", real.display())))?;
 
     let (key, mapped_by) = match map.lookup(host, &requested) {
         Some((name, by)) => (UserKey::Name(name), Some(by)),
         None if map.unmapped == Unmapped::Deny => {
-            return Err(refuse(403, "unmapped", format!("no [hosts] or [docroots] entry matches host {:?} or {}", host.unwrap_or(""), requested.display())))
+            return Err(refuse(
+                403,
+                "unmapped",
+                format!(
+                    "no [hosts] or [docroots] entry matches host {:?} or {}",
+                    host.unwrap_or(""),
+                    requested.display()
+                ),
+            ))
         }
         None => (UserKey::Uid(meta.uid()), None),
     };
-    Ok(Located { key, mapped_by, requested, real, meta })
+    Ok(Located {
+        key,
+        mapped_by,
+        requested,
+        real,
+        meta,
+    })
 }
 
 /// Rules 3–6 for the tenant `key` named (its passwd entry).
-pub fn verify(found: Located, tenant: TenantUser, map: &TenantMap) -> Result<CheckedScript, Refusal> {
-    let Located { mapped_by, requested, real, meta, .. } = found;
+pub fn verify(
+    found: Located,
+    tenant: TenantUser,
+    map: &TenantMap,
+) -> Result<CheckedScript, Refusal> {
+    let Located {
+        mapped_by,
+        requested,
+        real,
+        meta,
+        ..
+    } = found;
     if tenant.uid < map.min_uid {
-        return Err(refuse(403, "min-uid", format!("tenant {} has uid {} (below min_uid {})", tenant.name, tenant.uid, map.min_uid)));
+        return Err(refuse(
+            403,
+            "min-uid",
+            format!(
+                "tenant {} has uid {} (below min_uid {})",
+                tenant.name, tenant.uid, map.min_uid
+            ),
+        ));
     }
 
     let areas = map.areas(&tenant.name, &tenant.home);
     let lexical: Vec<PathBuf> = areas.iter().filter_map(|a| normalize(a)).collect();
     if !lexical.iter().any(|a| requested.starts_with(a)) {
-        return Err(refuse(403, "inside-home", format!("{} is outside {}'s areas ({})", requested.display(), tenant.name, show(&lexical))));
+        return Err(refuse(
+            403,
+            "inside-home",
+            format!(
+                "{} is outside {}'s areas ({})",
+                requested.display(),
+                tenant.name,
+                show(&lexical)
+            ),
+        ));
     }
     // `real` has no symlink in it, so neither has any prefix of it: if an
     // area as written is one, it is the area's real path, and the script
     // lies inside it. Otherwise compare with the areas' real paths (areas
     // that do not exist cannot hold the script).
-    let inside = lexical.iter().any(|a| real.starts_with(a)) || areas.iter().filter_map(|a| std::fs::canonicalize(a).ok()).any(|a| real.starts_with(a));
+    let inside = lexical.iter().any(|a| real.starts_with(a))
+        || areas
+            .iter()
+            .filter_map(|a| std::fs::canonicalize(a).ok())
+            .any(|a| real.starts_with(a));
     if !inside {
-        let resolved: Vec<PathBuf> = areas.iter().filter_map(|a| std::fs::canonicalize(a).ok()).collect();
-        return Err(refuse(403, "symlink-escape", format!("{} resolves to {}, outside {}'s areas ({})", requested.display(), real.display(), tenant.name, show(&resolved))));
+        let resolved: Vec<PathBuf> = areas
+            .iter()
+            .filter_map(|a| std::fs::canonicalize(a).ok())
+            .collect();
+        return Err(refuse(
+            403,
+            "symlink-escape",
+            format!(
+                "{} resolves to {}, outside {}'s areas ({})",
+                requested.display(),
+                real.display(),
+                tenant.name,
+                show(&resolved)
+            ),
+        ));
     }
 
     let ft = meta.file_type();
     if !ft.is_file() {
-        return Err(refuse(403, "regular-file", format!("{} is not a regular file", real.display())));
+        return Err(refuse(
+            403,
+            "regular-file",
+            format!("{} is not a regular file", real.display()),
+        ));
     }
     if meta.uid() != tenant.uid {
-        return Err(refuse(403, "owner", format!("{} is owned by uid {}, not by {} (uid {})", real.display(), meta.uid(), tenant.name, tenant.uid)));
+        return Err(refuse(
+            403,
+            "owner",
+            format!(
+                "{} is owned by uid {}, not by {} (uid {})",
+                real.display(),
+                meta.uid(),
+                tenant.name,
+                tenant.uid
+            ),
+        ));
     }
     let mode = meta.mode();
     if mode & 0o022 != 0 {
-        return Err(refuse(403, "writable", format!("{} is writable by group or others (mode {:04o})", real.display(), mode & 0o7777)));
+        return Err(refuse(
+            403,
+            "writable",
+            format!(
+                "{} is writable by group or others (mode {:04o})",
+                real.display(),
+                mode & 0o7777
+            ),
+        ));
     }
     if mode & (libc::S_ISUID | libc::S_ISGID) != 0 {
-        return Err(refuse(403, "setid", format!("{} is setuid or setgid (mode {:04o})", real.display(), mode & 0o7777)));
+        return Err(refuse(
+            403,
+            "setid",
+            format!(
+                "{} is setuid or setgid (mode {:04o})",
+                real.display(),
+                mode & 0o7777
+            ),
+        ));
     }
     if mode & 0o100 == 0 {
-        return Err(refuse(403, "executable", format!("{} is not executable by its owner (mode {:04o})", real.display(), mode & 0o7777)));
+        return Err(refuse(
+            403,
+            "executable",
+            format!(
+                "{} is not executable by its owner (mode {:04o})",
+                real.display(),
+                mode & 0o7777
+            ),
+        ));
     }
     let dir = real.parent().unwrap_or(Path::new("/")).to_path_buf();
-    let dmeta = std::fs::metadata(&dir).map_err(|e| refuse(403, "dir", format!("stat {}: {e}", dir.display())))?;
+    let dmeta = std::fs::metadata(&dir)
+        .map_err(|e| refuse(403, "dir", format!("stat {}: {e}", dir.display())))?;
     if dmeta.uid() != tenant.uid && dmeta.uid() != 0 {
-        return Err(refuse(403, "dir-owner", format!("directory {} is owned by uid {}, not by {} or root", dir.display(), dmeta.uid(), tenant.name)));
+        return Err(refuse(
+            403,
+            "dir-owner",
+            format!(
+                "directory {} is owned by uid {}, not by {} or root",
+                dir.display(),
+                dmeta.uid(),
+                tenant.name
+            ),
+        ));
     }
     if dmeta.mode() & 0o022 != 0 {
-        return Err(refuse(403, "dir-writable", format!("directory {} is writable by group or others (mode {:04o})", dir.display(), dmeta.mode() & 0o7777)));
+        return Err(refuse(
+            403,
+            "dir-writable",
+            format!(
+                "directory {} is writable by group or others (mode {:04o})",
+                dir.display(),
+                dmeta.mode() & 0o7777
+            ),
+        ));
     }
-    Ok(CheckedScript { tenant, mapped_by, requested, real, dir })
+    Ok(CheckedScript {
+        tenant,
+        mapped_by,
+        requested,
+        real,
+        dir,
+    })
 }
 
 fn show(v: &[PathBuf]) -> String {
-    v.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+    v.iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
@@ -223,7 +412,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let me = TenantUser::by_uid(nix::unistd::geteuid().as_raw()).unwrap();
-        let text = format!("min_uid = 0\nallow_dirs = [{:?}]\n", dir.path().canonicalize().unwrap().display().to_string());
+        let text = format!(
+            "min_uid = 0\nallow_dirs = [{:?}]\n",
+            dir.path().canonicalize().unwrap().display().to_string()
+        );
         let map = TenantMap::parse(&text, Path::new("t.toml")).unwrap();
         (dir, map, me)
     }
@@ -250,7 +442,12 @@ mod tests {
         assert_eq!(c.dir, base);
         // A symlink inside the area to a file inside the area is fine.
         std::os::unix::fs::symlink(&p, base.join("link.cgi")).unwrap();
-        assert_eq!(check(base.join("link.cgi").to_str().unwrap(), None, &map).unwrap().real, p);
+        assert_eq!(
+            check(base.join("link.cgi").to_str().unwrap(), None, &map)
+                .unwrap()
+                .real,
+            p
+        );
     }
 
     #[test]
@@ -260,15 +457,41 @@ mod tests {
         let s = |p: &Path| p.to_str().unwrap().to_string();
         assert_eq!(rule(check("", None, &map)), "script-filename");
         assert_eq!(rule(check("x.cgi", None, &map)), "absolute-path");
-        assert_eq!(rule(check(&format!("{}/../x.cgi", base.display()), None, &map)), "dotdot");
-        assert_eq!(rule(check(&s(&base.join("missing.cgi")), None, &map)), "exists");
-        assert_eq!(check(&s(&base.join("missing.cgi")), None, &map).unwrap_err().status, 404);
-        assert_eq!(rule(check(&s(&script(&base, "gw.cgi", 0o775)), None, &map)), "writable");
-        assert_eq!(rule(check(&s(&script(&base, "ow.cgi", 0o757)), None, &map)), "writable");
-        assert_eq!(rule(check(&s(&script(&base, "suid.cgi", 0o4755)), None, &map)), "setid");
-        assert_eq!(rule(check(&s(&script(&base, "noexec.cgi", 0o644)), None, &map)), "executable");
+        assert_eq!(
+            rule(check(&format!("{}/../x.cgi", base.display()), None, &map)),
+            "dotdot"
+        );
+        assert_eq!(
+            rule(check(&s(&base.join("missing.cgi")), None, &map)),
+            "exists"
+        );
+        assert_eq!(
+            check(&s(&base.join("missing.cgi")), None, &map)
+                .unwrap_err()
+                .status,
+            404
+        );
+        assert_eq!(
+            rule(check(&s(&script(&base, "gw.cgi", 0o775)), None, &map)),
+            "writable"
+        );
+        assert_eq!(
+            rule(check(&s(&script(&base, "ow.cgi", 0o757)), None, &map)),
+            "writable"
+        );
+        assert_eq!(
+            rule(check(&s(&script(&base, "suid.cgi", 0o4755)), None, &map)),
+            "setid"
+        );
+        assert_eq!(
+            rule(check(&s(&script(&base, "noexec.cgi", 0o644)), None, &map)),
+            "executable"
+        );
         std::fs::create_dir(base.join("sub.cgi")).unwrap();
-        assert_eq!(rule(check(&s(&base.join("sub.cgi")), None, &map)), "regular-file");
+        assert_eq!(
+            rule(check(&s(&base.join("sub.cgi")), None, &map)),
+            "regular-file"
+        );
         // Symlink escape: a link inside the area to a file outside it (the
         // other temp dir is outside unless the user's home holds /tmp).
         let outside = tempfile::tempdir().unwrap();
@@ -276,13 +499,19 @@ mod tests {
         std::os::unix::fs::symlink(&target, base.join("escape.cgi")).unwrap();
         let me = TenantUser::by_uid(nix::unistd::geteuid().as_raw()).unwrap();
         if !outside.path().canonicalize().unwrap().starts_with(&me.home) {
-            assert_eq!(rule(check(&s(&base.join("escape.cgi")), None, &map)), "symlink-escape");
+            assert_eq!(
+                rule(check(&s(&base.join("escape.cgi")), None, &map)),
+                "symlink-escape"
+            );
         }
         // A group-writable directory.
         let w = base.join("w");
         std::fs::create_dir(&w).unwrap();
         std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o775)).unwrap();
-        assert_eq!(rule(check(&s(&script(&w, "a.cgi", 0o755)), None, &map)), "dir-writable");
+        assert_eq!(
+            rule(check(&s(&script(&w, "a.cgi", 0o755)), None, &map)),
+            "dir-writable"
+        );
     }
 
     #[test]
@@ -295,7 +524,14 @@ mod tests {
         let link = base.join("link");
         std::os::unix::fs::symlink(&real, &link).unwrap();
         let p = script(&real, "a.cgi", 0o755);
-        let map = TenantMap::parse(&format!("min_uid = 0\nallow_dirs = [{:?}]\n", link.display().to_string()), Path::new("t")).unwrap();
+        let map = TenantMap::parse(
+            &format!(
+                "min_uid = 0\nallow_dirs = [{:?}]\n",
+                link.display().to_string()
+            ),
+            Path::new("t"),
+        )
+        .unwrap();
         // Requested through the link: inside the area as written, and the
         // real path is inside the area's real path.
         let c = check(link.join("a.cgi").to_str().unwrap(), None, &map).unwrap();
@@ -316,11 +552,31 @@ mod tests {
         if !base.starts_with(&me.home) {
             assert_eq!(rule(check(p.to_str().unwrap(), None, &none)), "inside-home");
         }
-        let high = TenantMap::parse(&format!("min_uid = {}\nallow_dirs = [{:?}]", me.uid + 1, base.display().to_string()), Path::new("t")).unwrap();
+        let high = TenantMap::parse(
+            &format!(
+                "min_uid = {}\nallow_dirs = [{:?}]",
+                me.uid + 1,
+                base.display().to_string()
+            ),
+            Path::new("t"),
+        )
+        .unwrap();
         assert_eq!(rule(check(p.to_str().unwrap(), None, &high)), "min-uid");
-        let deny = TenantMap::parse(&format!("min_uid = 0\nunmapped = \"deny\"\nallow_dirs = [{:?}]", base.display().to_string()), Path::new("t")).unwrap();
+        let deny = TenantMap::parse(
+            &format!(
+                "min_uid = 0\nunmapped = \"deny\"\nallow_dirs = [{:?}]",
+                base.display().to_string()
+            ),
+            Path::new("t"),
+        )
+        .unwrap();
         assert_eq!(rule(check(p.to_str().unwrap(), None, &deny)), "unmapped");
-        let mapped = format!("min_uid = 0\nunmapped = \"deny\"\nallow_dirs = [{:?}]\n[docroots]\n{:?} = {:?}\n", base.display().to_string(), base.display().to_string(), me.name);
+        let mapped = format!(
+            "min_uid = 0\nunmapped = \"deny\"\nallow_dirs = [{:?}]\n[docroots]\n{:?} = {:?}\n",
+            base.display().to_string(),
+            base.display().to_string(),
+            me.name
+        );
         let mapped = TenantMap::parse(&mapped, Path::new("t")).unwrap();
         let c = check(p.to_str().unwrap(), None, &mapped).unwrap();
         assert_eq!(c.mapped_by, Some(MappedBy::Docroot(base.clone())));

@@ -34,7 +34,9 @@ impl std::str::FromStr for Listen {
             }
             Ok(Listen::Unix(PathBuf::from(p)))
         } else if let Some(a) = s.strip_prefix("tcp:") {
-            a.parse().map(Listen::Tcp).map_err(|e| format!("{s:?}: expected tcp:ADDR:PORT ({e})"))
+            a.parse()
+                .map(Listen::Tcp)
+                .map_err(|e| format!("{s:?}: expected tcp:ADDR:PORT ({e})"))
         } else {
             Err(format!("{s:?}: expected unix:PATH or tcp:ADDR:PORT"))
         }
@@ -108,13 +110,26 @@ pub async fn run(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Result
         None => TenantMap::default(),
     };
     let (drain, _) = watch::channel(false);
-    let devnull = std::fs::File::open("/dev/null").map_err(|e| anyhow::anyhow!("open /dev/null: {e}"))?;
-    let shared = Arc::new(Shared { tenants: Tenants::new(sandboxes, map), timeout: opts.timeout, max_conns: opts.max_conns, inflight: InFlight::default(), devnull, drain });
+    let devnull =
+        std::fs::File::open("/dev/null").map_err(|e| anyhow::anyhow!("open /dev/null: {e}"))?;
+    let shared = Arc::new(Shared {
+        tenants: Tenants::new(sandboxes, map),
+        timeout: opts.timeout,
+        max_conns: opts.max_conns,
+        inflight: InFlight::default(),
+        devnull,
+        drain,
+    });
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
     let listener = bind(&opts)?;
-    log::line(format_args!("listening on {} (timeout {}s, max {} connections)", show(&opts.listen), opts.timeout.as_secs_f64(), opts.max_conns));
+    log::line(format_args!(
+        "listening on {} (timeout {}s, max {} connections)",
+        show(&opts.listen),
+        opts.timeout.as_secs_f64(),
+        opts.max_conns
+    ));
     // Signals in a task of their own: the accept loop then waits on two
     // things only (no signal futures set up again for every connection).
     let (stop_tx, mut stop_rx) = watch::channel(());
@@ -162,15 +177,20 @@ pub async fn run(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Result
     if let Listen::Unix(p) = &opts.listen {
         let _ = std::fs::remove_file(p);
     }
-    log::line(format_args!("shutting down: draining {} in-flight request(s)", shared.inflight.count()));
+    log::line(format_args!(
+        "shutting down: draining {} in-flight request(s)",
+        shared.inflight.count()
+    ));
     shared.drain.send_replace(true);
     let bound = opts.timeout + Duration::from_secs(10);
-    let drained = tokio::time::timeout(bound, async {
-        while conns.join_next().await.is_some() {}
-    })
-    .await;
+    let drained =
+        tokio::time::timeout(bound, async { while conns.join_next().await.is_some() {} }).await;
     if drained.is_err() {
-        log::line(format_args!("{} request(s) still running after {}s: exiting anyway (their scripts are killed)", shared.inflight.count(), bound.as_secs()));
+        log::line(format_args!(
+            "{} request(s) still running after {}s: exiting anyway (their scripts are killed)",
+            shared.inflight.count(),
+            bound.as_secs()
+        ));
     }
     Ok(())
 }
@@ -203,7 +223,14 @@ enum Listener {
 
 /// `FCGI_WEB_SERVER_ADDRS` (FastCGI §3.2): comma-separated IP addresses.
 pub fn parse_web_server_addrs(v: &str) -> Result<Vec<std::net::IpAddr>, String> {
-    v.split(',').map(str::trim).filter(|a| !a.is_empty()).map(|a| a.parse().map_err(|e| format!("FCGI_WEB_SERVER_ADDRS: {a:?}: {e}"))).collect()
+    v.split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(|a| {
+            a.parse()
+                .map_err(|e| format!("FCGI_WEB_SERVER_ADDRS: {a:?}: {e}"))
+        })
+        .collect()
 }
 
 fn bind(opts: &Options) -> anyhow::Result<Listener> {
@@ -212,17 +239,25 @@ fn bind(opts: &Options) -> anyhow::Result<Listener> {
         Listen::Unix(p) => {
             // Only a stale socket is replaced, never another kind of file.
             if let Ok(m) = std::fs::symlink_metadata(p) {
-                anyhow::ensure!(m.file_type().is_socket(), "{} exists and is not a socket", p.display());
-                std::fs::remove_file(p).with_context(|| format!("remove stale socket {}", p.display()))?;
+                anyhow::ensure!(
+                    m.file_type().is_socket(),
+                    "{} exists and is not a socket",
+                    p.display()
+                );
+                std::fs::remove_file(p)
+                    .with_context(|| format!("remove stale socket {}", p.display()))?;
             }
             if let Some(dir) = p.parent() {
-                std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("create {}", dir.display()))?;
             }
             let l = UnixListener::bind(p).with_context(|| format!("bind {}", p.display()))?;
             if let Some(gid) = opts.socket_gid {
-                nix::unistd::chown(p, None, Some(nix::unistd::Gid::from_raw(gid))).with_context(|| format!("chgrp {}", p.display()))?;
+                nix::unistd::chown(p, None, Some(nix::unistd::Gid::from_raw(gid)))
+                    .with_context(|| format!("chgrp {}", p.display()))?;
             }
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(opts.socket_mode)).with_context(|| format!("chmod {}", p.display()))?;
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(opts.socket_mode))
+                .with_context(|| format!("chmod {}", p.display()))?;
             Ok(Listener::Unix(l))
         }
         Listen::Tcp(a) => {
@@ -231,13 +266,21 @@ fn bind(opts: &Options) -> anyhow::Result<Listener> {
             }
             let l = std::net::TcpListener::bind(a).with_context(|| format!("bind {a}"))?;
             l.set_nonblocking(true)?;
-            Ok(Listener::Tcp(TcpListener::from_std(l)?, opts.web_server_addrs.clone()))
+            Ok(Listener::Tcp(
+                TcpListener::from_std(l)?,
+                opts.web_server_addrs.clone(),
+            ))
         }
     }
 }
 
 impl Listener {
-    async fn accept(&self, shared: &Arc<Shared>, conns: &mut tokio::task::JoinSet<()>, permit: tokio::sync::OwnedSemaphorePermit) -> std::io::Result<()> {
+    async fn accept(
+        &self,
+        shared: &Arc<Shared>,
+        conns: &mut tokio::task::JoinSet<()>,
+        permit: tokio::sync::OwnedSemaphorePermit,
+    ) -> std::io::Result<()> {
         let shared = shared.clone();
         match self {
             Listener::Unix(l) => {
@@ -251,7 +294,9 @@ impl Listener {
             Listener::Tcp(l, allowed) => {
                 let (s, peer) = l.accept().await?;
                 if !allowed.is_empty() && !allowed.contains(&peer.ip()) {
-                    log::line(format_args!("refused a connection from {peer}: not in FCGI_WEB_SERVER_ADDRS"));
+                    log::line(format_args!(
+                        "refused a connection from {peer}: not in FCGI_WEB_SERVER_ADDRS"
+                    ));
                     return Ok(());
                 }
                 let _ = s.set_nodelay(true);
@@ -274,7 +319,11 @@ pub fn run_blocking(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Res
     // output and its end are then read in one wake-up; see
     // `corral_sandbox::spawn::batch_scheduling`).
     corral_sandbox::spawn::batch_scheduling();
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("corral-gateway").on_thread_start(corral_sandbox::spawn::batch_scheduling).build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("corral-gateway")
+        .on_thread_start(corral_sandbox::spawn::batch_scheduling)
+        .build()?;
     // On a worker, not on this thread: `block_on` would keep the accept
     // loop here, and every connection (nginx opens one per request) would
     // then cost a wake-up of this thread and a hand-over to a worker.
@@ -287,10 +336,25 @@ mod tests {
 
     #[test]
     fn parses_listen_addresses() {
-        assert_eq!("unix:/run/g.sock".parse::<Listen>(), Ok(Listen::Unix(PathBuf::from("/run/g.sock"))));
-        assert_eq!("tcp:127.0.0.1:9000".parse::<Listen>(), Ok(Listen::Tcp("127.0.0.1:9000".parse().unwrap())));
-        assert_eq!("tcp:[::1]:9000".parse::<Listen>(), Ok(Listen::Tcp("[::1]:9000".parse().unwrap())));
-        for bad in ["unix:rel.sock", "tcp:localhost:9000", "tcp:127.0.0.1", "/run/g.sock", ""] {
+        assert_eq!(
+            "unix:/run/g.sock".parse::<Listen>(),
+            Ok(Listen::Unix(PathBuf::from("/run/g.sock")))
+        );
+        assert_eq!(
+            "tcp:127.0.0.1:9000".parse::<Listen>(),
+            Ok(Listen::Tcp("127.0.0.1:9000".parse().unwrap()))
+        );
+        assert_eq!(
+            "tcp:[::1]:9000".parse::<Listen>(),
+            Ok(Listen::Tcp("[::1]:9000".parse().unwrap()))
+        );
+        for bad in [
+            "unix:rel.sock",
+            "tcp:localhost:9000",
+            "tcp:127.0.0.1",
+            "/run/g.sock",
+            "",
+        ] {
             assert!(bad.parse::<Listen>().is_err(), "{bad:?} accepted");
         }
     }

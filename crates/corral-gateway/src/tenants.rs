@@ -37,13 +37,19 @@ pub struct Failure {
 
 impl Failure {
     pub fn new(status: u16, what: impl Into<String>) -> Failure {
-        Failure { status, what: what.into() }
+        Failure {
+            status,
+            what: what.into(),
+        }
     }
 }
 
 impl From<safety::Refusal> for Failure {
     fn from(r: safety::Refusal) -> Failure {
-        Failure { status: r.status, what: r.to_string() }
+        Failure {
+            status: r.status,
+            what: r.to_string(),
+        }
     }
 }
 
@@ -72,34 +78,63 @@ impl Sandbox {
         let name = target.state.tenant.clone();
         let dir = layout.tenant(&name);
         let slots = match target.limits.entry_processes {
-            Some(limit) => Some(EntrySlots::open(&dir.entry(), limit).map_err(|e| Failure::new(500, format!("entry slots of {name}: {e}")))?),
+            Some(limit) => Some(
+                EntrySlots::open(&dir.entry(), limit)
+                    .map_err(|e| Failure::new(500, format!("entry slots of {name}: {e}")))?,
+            ),
             None => None,
         };
         // Opened first, then the start time compared: a pid reused before
         // the open is caught by the comparison.
         let init = pidfd_open(target.state.init_pid);
         if !target.state.init_alive() {
-            return Err(Failure::new(503, format!("the init of {name} exited while its sandbox was being loaded")));
+            return Err(Failure::new(
+                503,
+                format!("the init of {name} exited while its sandbox was being loaded"),
+            ));
         }
-        Ok(Sandbox { target: Arc::new(target), init, slots, control: dir.control() })
+        Ok(Sandbox {
+            target: Arc::new(target),
+            init,
+            slots,
+            control: dir.control(),
+        })
     }
 
     fn alive(&self) -> bool {
         match &self.init {
             Some(fd) => {
-                let mut fds = [nix::poll::PollFd::new(fd.as_fd(), nix::poll::PollFlags::POLLIN)];
-                matches!(nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO), Ok(0))
+                let mut fds = [nix::poll::PollFd::new(
+                    fd.as_fd(),
+                    nix::poll::PollFlags::POLLIN,
+                )];
+                matches!(
+                    nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO),
+                    Ok(0)
+                )
             }
             None => self.target.state.init_alive(),
         }
     }
 
     fn slot(&self) -> Result<Option<EntryGuard>, Failure> {
-        let Some(slots) = &self.slots else { return Ok(None) };
+        let Some(slots) = &self.slots else {
+            return Ok(None);
+        };
         match slots.try_acquire() {
             Ok(g) => Ok(Some(g)),
-            Err(EntryError::Full { limit }) => Err(Failure::new(508, JoinError::EntryLimit { tenant: self.target.state.tenant.clone(), limit }.to_string())),
-            Err(e) => Err(Failure::new(500, format!("entry slot for {}: {e}", self.target.state.tenant))),
+            Err(EntryError::Full { limit }) => Err(Failure::new(
+                508,
+                JoinError::EntryLimit {
+                    tenant: self.target.state.tenant.clone(),
+                    limit,
+                }
+                .to_string(),
+            )),
+            Err(e) => Err(Failure::new(
+                500,
+                format!("entry slot for {}: {e}", self.target.state.tenant),
+            )),
         }
     }
 }
@@ -119,7 +154,12 @@ pub struct Tenants {
 
 impl Tenants {
     pub fn new(provider: Box<dyn Sandboxes>, map: TenantMap) -> Tenants {
-        Tenants { provider, map: RwLock::new(Arc::new(map)), users: Users::default(), cache: Mutex::new(HashMap::new()) }
+        Tenants {
+            provider,
+            map: RwLock::new(Arc::new(map)),
+            users: Users::default(),
+            cache: Mutex::new(HashMap::new()),
+        }
     }
 
     pub fn map(&self) -> Arc<TenantMap> {
@@ -139,16 +179,27 @@ impl Tenants {
     /// Checks, sandbox, entry slot from the caches alone: None when a
     /// passwd lookup or a sandbox load is needed (then [`Self::prepare`],
     /// off the runtime). Never blocks for long.
-    pub fn try_prepare(&self, script_filename: &str, host: Option<&str>) -> Result<Option<Prepared>, Failure> {
+    pub fn try_prepare(
+        &self,
+        script_filename: &str,
+        host: Option<&str>,
+    ) -> Result<Option<Prepared>, Failure> {
         self.prepare_with(script_filename, host, false)
     }
 
     /// Checks, sandbox (brought up if needed), entry slot. May block.
     pub fn prepare(&self, script_filename: &str, host: Option<&str>) -> Result<Prepared, Failure> {
-        Ok(self.prepare_with(script_filename, host, true)?.expect("a blocking prepare always ends"))
+        Ok(self
+            .prepare_with(script_filename, host, true)?
+            .expect("a blocking prepare always ends"))
     }
 
-    fn prepare_with(&self, script_filename: &str, host: Option<&str>, may_block: bool) -> Result<Option<Prepared>, Failure> {
+    fn prepare_with(
+        &self,
+        script_filename: &str,
+        host: Option<&str>,
+        may_block: bool,
+    ) -> Result<Option<Prepared>, Failure> {
         let map = self.map();
         let found = safety::locate(script_filename, host, &map)?;
         let user = match self.users.cached(&found.key) {
@@ -163,11 +214,21 @@ impl Tenants {
             None => return Ok(None),
         };
         let slot = sandbox.slot()?;
-        Ok(Some(Prepared { script, target: sandbox.target.clone(), slot, control: sandbox.control.clone() }))
+        Ok(Some(Prepared {
+            script,
+            target: sandbox.target.clone(),
+            slot,
+            control: sandbox.control.clone(),
+        }))
     }
 
     fn cached(&self, tenant: &str) -> Option<Arc<Sandbox>> {
-        let cached = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(tenant).cloned();
+        let cached = self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(tenant)
+            .cloned();
         cached.filter(|s| s.alive())
     }
 
@@ -178,14 +239,23 @@ impl Tenants {
     }
 
     fn load_sandbox(&self, tenant: &str) -> Result<Arc<Sandbox>, Failure> {
-        let t = self.provider.target(tenant).map_err(|e| Failure::new(503, format!("sandbox of {tenant}: {e:#}")))?;
+        let t = self
+            .provider
+            .target(tenant)
+            .map_err(|e| Failure::new(503, format!("sandbox of {tenant}: {e:#}")))?;
         let s = Arc::new(Sandbox::new(self.layout(), t)?);
-        self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(tenant.to_string(), s.clone());
+        self.cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(tenant.to_string(), s.clone());
         Ok(s)
     }
 
     /// Forget a tenant's cached sandbox (e.g. its init went away).
     pub fn forget(&self, tenant: &str) {
-        self.cache.lock().unwrap_or_else(|e| e.into_inner()).remove(tenant);
+        self.cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(tenant);
     }
 }

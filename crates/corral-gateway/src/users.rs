@@ -36,7 +36,15 @@ struct Inner {
 
 fn stamp(p: &Path) -> Option<Stamp> {
     let m = std::fs::metadata(p).ok()?;
-    Some((m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec()))
+    Some((
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+    ))
 }
 
 impl Default for Users {
@@ -48,7 +56,10 @@ impl Default for Users {
 impl Users {
     /// A cache validated by the file `passwd` (tests use their own).
     pub fn new(passwd: impl Into<PathBuf>) -> Users {
-        Users { passwd: passwd.into(), inner: Mutex::new(Inner::default()) }
+        Users {
+            passwd: passwd.into(),
+            inner: Mutex::new(Inner::default()),
+        }
     }
 
     /// The cached answer for `key`, if there is a valid one. Never blocks

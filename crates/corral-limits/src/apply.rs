@@ -18,15 +18,24 @@ pub const CPU_PERIOD_US: u64 = 100_000;
 /// One step of applying limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
-    Write { path: PathBuf, value: String },
+    Write {
+        path: PathBuf,
+        value: String,
+    },
     /// v1 memory.limit_in_bytes and memory.memsw.limit_in_bytes: the kernel
     /// requires limit <= memsw at every moment, so the order depends on the
     /// old values: limit first, and if that fails with EINVAL, memsw first.
-    MemoryPair { limit: (PathBuf, String), memsw: (PathBuf, String) },
+    MemoryPair {
+        limit: (PathBuf, String),
+        memsw: (PathBuf, String),
+    },
 }
 
 fn w(dir: &Path, file: &str, value: impl ToString) -> Step {
-    Step::Write { path: dir.join(file), value: value.to_string() }
+    Step::Write {
+        path: dir.join(file),
+        value: value.to_string(),
+    }
 }
 
 fn or_max(v: Option<u64>, unlimited: &str) -> String {
@@ -36,7 +45,11 @@ fn or_max(v: Option<u64>, unlimited: &str) -> String {
 /// Devices already having a rule in a v1 throttle file ("7:0 2097152") or v2 io.max.
 fn devices_with_rules(path: &Path) -> Result<BTreeSet<DeviceId>> {
     let text = read_text(path)?;
-    Ok(text.lines().filter_map(|l| l.split_whitespace().next()).filter_map(DeviceId::parse).collect())
+    Ok(text
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter_map(DeviceId::parse)
+        .collect())
 }
 
 impl TenantCgroup {
@@ -76,7 +89,8 @@ impl TenantCgroup {
         }
         let sysfs = self.backend().sysfs();
         if limits.io.devices.is_empty() {
-            return device::real_block_devices(sysfs).map_err(|(path, e)| CgroupError::io("listing block devices in", path, e));
+            return device::real_block_devices(sysfs)
+                .map_err(|(path, e)| CgroupError::io("listing block devices in", path, e));
         }
         let mut out = Vec::new();
         for spec in &limits.io.devices {
@@ -88,44 +102,74 @@ impl TenantCgroup {
     }
 
     fn need(&self, c: Controller, key: &'static str) -> Result<PathBuf> {
-        self.dir(c).ok_or_else(|| CgroupError::Unsupported { key, reason: format!("the v1 {} controller is not mounted", c.name()) })
+        self.dir(c).ok_or_else(|| CgroupError::Unsupported {
+            key,
+            reason: format!("the v1 {} controller is not mounted", c.name()),
+        })
     }
 
     fn plan_v1(&self, l: &Limits, devices: &[DeviceId]) -> Result<Vec<Step>> {
         let mut steps = Vec::new();
         let cpu = self.need(Controller::Cpu, "cpu")?;
-        let quota = l.cpu_pct.map_or("-1".to_string(), |p| (u64::from(p) * CPU_PERIOD_US / 100).to_string());
+        let quota = l.cpu_pct.map_or("-1".to_string(), |p| {
+            (u64::from(p) * CPU_PERIOD_US / 100).to_string()
+        });
         steps.push(w(&cpu, "cpu.cfs_period_us", CPU_PERIOD_US));
         steps.push(w(&cpu, "cpu.cfs_quota_us", quota));
         // Weight 100 (the v2 default) = 1024 shares (the v1 default).
-        let shares = l.cpu_weight.map_or(1024, |wt| (1024 * u64::from(wt) / 100).max(2));
+        let shares = l
+            .cpu_weight
+            .map_or(1024, |wt| (1024 * u64::from(wt) / 100).max(2));
         steps.push(w(&cpu, "cpu.shares", shares));
 
         let mem = self.need(Controller::Memory, "memory.max")?;
-        let limit = (mem.join("memory.limit_in_bytes"), or_max(l.memory_max, "-1"));
+        let limit = (
+            mem.join("memory.limit_in_bytes"),
+            or_max(l.memory_max, "-1"),
+        );
         let memsw_path = mem.join("memory.memsw.limit_in_bytes");
         if memsw_path.exists() {
             let memsw = match (l.memory_max, l.memory_swap_max) {
                 (Some(m), Some(s)) => m.saturating_add(s).min(i64::MAX as u64).to_string(),
                 _ => "-1".to_string(),
             };
-            steps.push(Step::MemoryPair { limit, memsw: (memsw_path, memsw) });
+            steps.push(Step::MemoryPair {
+                limit,
+                memsw: (memsw_path, memsw),
+            });
         } else if l.memory_swap_max.is_some() {
             return Err(CgroupError::Unsupported {
                 key: "memory.swap_max",
-                reason: format!("{} is missing: swap accounting is off", memsw_path.display()),
+                reason: format!(
+                    "{} is missing: swap accounting is off",
+                    memsw_path.display()
+                ),
             });
         } else {
-            steps.push(Step::Write { path: limit.0, value: limit.1 });
+            steps.push(Step::Write {
+                path: limit.0,
+                value: limit.1,
+            });
         }
-        steps.push(w(&mem, "memory.soft_limit_in_bytes", or_max(l.memory_high, "-1")));
+        steps.push(w(
+            &mem,
+            "memory.soft_limit_in_bytes",
+            or_max(l.memory_high, "-1"),
+        ));
 
         let pids = self.need(Controller::Pids, "processes")?;
-        steps.push(w(&pids, "pids.max", or_max(l.processes.map(u64::from), "max")));
+        steps.push(w(
+            &pids,
+            "pids.max",
+            or_max(l.processes.map(u64::from), "max"),
+        ));
 
         match self.dir(Controller::Blkio) {
             None if l.io.any() => {
-                return Err(CgroupError::Unsupported { key: "io", reason: "the v1 blkio controller is not mounted".into() })
+                return Err(CgroupError::Unsupported {
+                    key: "io",
+                    reason: "the v1 blkio controller is not mounted".into(),
+                })
             }
             None => {}
             Some(blkio) => {
@@ -141,11 +185,17 @@ impl TenantCgroup {
                     // "MAJ:MIN 0" removes a device's rule.
                     for d in devices {
                         if v.is_some() || old.contains(d) {
-                            steps.push(Step::Write { path: path.clone(), value: format!("{d} {}", v.unwrap_or(0)) });
+                            steps.push(Step::Write {
+                                path: path.clone(),
+                                value: format!("{d} {}", v.unwrap_or(0)),
+                            });
                         }
                     }
                     for d in old.iter().filter(|d| !devices.contains(d)) {
-                        steps.push(Step::Write { path: path.clone(), value: format!("{d} 0") });
+                        steps.push(Step::Write {
+                            path: path.clone(),
+                            value: format!("{d} 0"),
+                        });
                     }
                 }
             }
@@ -156,28 +206,41 @@ impl TenantCgroup {
     fn plan_v2(&self, l: &Limits, devices: &[DeviceId]) -> Result<Vec<Step>> {
         let dir = self.dirs().remove(0);
         let mut steps = Vec::new();
-        let quota = l.cpu_pct.map_or("max".to_string(), |p| (u64::from(p) * CPU_PERIOD_US / 100).to_string());
+        let quota = l.cpu_pct.map_or("max".to_string(), |p| {
+            (u64::from(p) * CPU_PERIOD_US / 100).to_string()
+        });
         steps.push(w(&dir, "cpu.max", format!("{quota} {CPU_PERIOD_US}")));
         steps.push(w(&dir, "cpu.weight", l.cpu_weight.unwrap_or(100)));
         steps.push(w(&dir, "memory.max", or_max(l.memory_max, "max")));
         steps.push(w(&dir, "memory.high", or_max(l.memory_high, "max")));
         let swap = dir.join("memory.swap.max");
         if swap.exists() {
-            steps.push(Step::Write { path: swap, value: or_max(l.memory_swap_max, "max") });
+            steps.push(Step::Write {
+                path: swap,
+                value: or_max(l.memory_swap_max, "max"),
+            });
         } else if l.memory_swap_max.is_some() {
             return Err(CgroupError::Unsupported {
                 key: "memory.swap_max",
                 reason: format!("{} is missing: swap accounting is off", swap.display()),
             });
         }
-        steps.push(w(&dir, "pids.max", or_max(l.processes.map(u64::from), "max")));
+        steps.push(w(
+            &dir,
+            "pids.max",
+            or_max(l.processes.map(u64::from), "max"),
+        ));
 
         let io_max = dir.join("io.max");
         if !io_max.exists() {
             if l.io.any() {
                 return Err(CgroupError::Unsupported {
                     key: "io",
-                    reason: format!("{} is missing: the io controller is not enabled for {}", io_max.display(), self.backend().parent().display()),
+                    reason: format!(
+                        "{} is missing: the io controller is not enabled for {}",
+                        io_max.display(),
+                        self.backend().parent().display()
+                    ),
                 });
             }
             return Ok(steps);
@@ -192,10 +255,16 @@ impl TenantCgroup {
                 or_max(io.read_iops, "max"),
                 or_max(io.write_iops, "max")
             );
-            steps.push(Step::Write { path: io_max.clone(), value });
+            steps.push(Step::Write {
+                path: io_max.clone(),
+                value,
+            });
         }
         for d in old.iter().filter(|d| !devices.contains(d)) {
-            steps.push(Step::Write { path: io_max.clone(), value: format!("{d} rbps=max wbps=max riops=max wiops=max") });
+            steps.push(Step::Write {
+                path: io_max.clone(),
+                value: format!("{d} rbps=max wbps=max riops=max wiops=max"),
+            });
         }
         Ok(steps)
     }

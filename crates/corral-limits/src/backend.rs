@@ -19,10 +19,21 @@ pub enum Controller {
 }
 
 impl Controller {
-    pub const ALL: [Controller; 6] =
-        [Controller::Cpu, Controller::Cpuacct, Controller::Memory, Controller::Pids, Controller::Blkio, Controller::Freezer];
+    pub const ALL: [Controller; 6] = [
+        Controller::Cpu,
+        Controller::Cpuacct,
+        Controller::Memory,
+        Controller::Pids,
+        Controller::Blkio,
+        Controller::Freezer,
+    ];
     /// Needed for v1; blkio and freezer are used when mounted.
-    pub const REQUIRED: [Controller; 4] = [Controller::Cpu, Controller::Cpuacct, Controller::Memory, Controller::Pids];
+    pub const REQUIRED: [Controller; 4] = [
+        Controller::Cpu,
+        Controller::Cpuacct,
+        Controller::Memory,
+        Controller::Pids,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -64,7 +75,13 @@ pub const DEFAULT_PARENT: &str = "corral";
 
 /// Checks a relative cgroup path: non-empty components, no `.`/`..`.
 pub(crate) fn check_rel(what: &'static str, name: &str, allow_nested: bool) -> Result<PathBuf> {
-    let bad = |reason| Err(CgroupError::BadName { what, name: name.to_string(), reason });
+    let bad = |reason| {
+        Err(CgroupError::BadName {
+            what,
+            name: name.to_string(),
+            reason,
+        })
+    };
     if name.is_empty() || name.len() > 255 * 4 {
         return bad("must be 1 to 1020 bytes");
     }
@@ -90,7 +107,10 @@ fn unescape(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
             out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
             i += 4;
         } else {
@@ -105,7 +125,9 @@ fn unescape(s: &str) -> String {
 pub(crate) fn cgroup_mounts(mountinfo: &str) -> Vec<(String, PathBuf, Vec<String>)> {
     let mut out = Vec::new();
     for line in mountinfo.lines() {
-        let Some((pre, post)) = line.split_once(" - ") else { continue };
+        let Some((pre, post)) = line.split_once(" - ") else {
+            continue;
+        };
         let pre: Vec<&str> = pre.split(' ').collect();
         let post: Vec<&str> = post.split(' ').collect();
         if pre.len() < 5 || post.len() < 3 {
@@ -127,7 +149,8 @@ impl Backend {
     /// mounted (blkio and freezer are used when present).
     pub fn detect(parent: &str) -> Result<Backend> {
         let path = Path::new("/proc/self/mountinfo");
-        let text = std::fs::read_to_string(path).map_err(|e| CgroupError::io("reading", path, e))?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| CgroupError::io("reading", path, e))?;
         Backend::detect_from(&text, |p| std::fs::read_to_string(p).ok())?.with_parent(parent)
     }
 
@@ -142,7 +165,11 @@ impl Backend {
             if V2_REQUIRED.iter().all(|c| have.contains(c)) {
                 return Ok(Backend::v2_at(dir));
             }
-            seen.push(format!("{fstype} at {} with controllers [{}]", dir.display(), have.join(" ")));
+            seen.push(format!(
+                "{fstype} at {} with controllers [{}]",
+                dir.display(),
+                have.join(" ")
+            ));
         }
         let mut dirs = BTreeMap::new();
         for (_, dir, opts) in mounts.iter().filter(|m| m.0 == "cgroup") {
@@ -150,13 +177,21 @@ impl Backend {
                 dirs.entry(c).or_insert_with(|| dir.clone());
             }
         }
-        let missing: Vec<&str> = Controller::REQUIRED.iter().filter(|c| !dirs.contains_key(c)).map(|c| c.name()).collect();
+        let missing: Vec<&str> = Controller::REQUIRED
+            .iter()
+            .filter(|c| !dirs.contains_key(c))
+            .map(|c| c.name())
+            .collect();
         if missing.is_empty() {
             return Ok(Backend::v1_at(dirs));
         }
         if !dirs.is_empty() {
             let found: Vec<&str> = dirs.keys().map(|c| c.name()).collect();
-            seen.push(format!("v1 hierarchies [{}] (missing {})", found.join(" "), missing.join(" ")));
+            seen.push(format!(
+                "v1 hierarchies [{}] (missing {})",
+                found.join(" "),
+                missing.join(" ")
+            ));
         }
         if seen.is_empty() {
             seen.push("no cgroup filesystem is mounted".into());
@@ -169,12 +204,22 @@ impl Backend {
 
     /// A v1 setup with the given hierarchy directories (parent `corral`).
     pub fn v1_at(dirs: impl IntoIterator<Item = (Controller, PathBuf)>) -> Backend {
-        Backend { kind: Kind::V1 { dirs: dirs.into_iter().collect() }, parent: DEFAULT_PARENT.into(), sysfs: "/sys".into() }
+        Backend {
+            kind: Kind::V1 {
+                dirs: dirs.into_iter().collect(),
+            },
+            parent: DEFAULT_PARENT.into(),
+            sysfs: "/sys".into(),
+        }
     }
 
     /// A v2 setup rooted at `root` (parent `corral`).
     pub fn v2_at(root: impl Into<PathBuf>) -> Backend {
-        Backend { kind: Kind::V2 { root: root.into() }, parent: DEFAULT_PARENT.into(), sysfs: "/sys".into() }
+        Backend {
+            kind: Kind::V2 { root: root.into() },
+            parent: DEFAULT_PARENT.into(),
+            sysfs: "/sys".into(),
+        }
     }
 
     /// Sets the parent cgroup, a relative path below each hierarchy's root
@@ -230,7 +275,10 @@ impl Backend {
 
     /// The parent cgroup's directory in every hierarchy.
     pub fn parent_dirs(&self) -> Vec<PathBuf> {
-        self.roots().into_iter().map(|r| r.join(&self.parent)).collect()
+        self.roots()
+            .into_iter()
+            .map(|r| r.join(&self.parent))
+            .collect()
     }
 }
 
@@ -271,10 +319,18 @@ mod tests {
     #[test]
     fn hybrid_host_is_v1_with_separate_mounts() {
         let b = Backend::detect_from(HYBRID, |_| Some(String::new())).unwrap();
-        let Kind::V1 { dirs } = b.kind() else { panic!("{b:?}") };
+        let Kind::V1 { dirs } = b.kind() else {
+            panic!("{b:?}")
+        };
         assert_eq!(dirs[&Controller::Cpu], Path::new("/sys/fs/cgroup/cpu"));
-        assert_eq!(dirs[&Controller::Cpuacct], Path::new("/sys/fs/cgroup/cpuacct"));
-        assert_eq!(dirs[&Controller::Freezer], Path::new("/sys/fs/cgroup/freezer"));
+        assert_eq!(
+            dirs[&Controller::Cpuacct],
+            Path::new("/sys/fs/cgroup/cpuacct")
+        );
+        assert_eq!(
+            dirs[&Controller::Freezer],
+            Path::new("/sys/fs/cgroup/freezer")
+        );
         assert_eq!(dirs.len(), 6);
         assert_eq!(b.parent_dirs().len(), 6);
         assert_eq!(b.parent(), Path::new("corral"));
@@ -283,9 +339,14 @@ mod tests {
     #[test]
     fn comounted_cpu_cpuacct_share_one_dir() {
         let b = Backend::detect_from(COMOUNTED, |_| Some("hugetlb\n".into())).unwrap();
-        let Kind::V1 { dirs } = b.kind() else { panic!("{b:?}") };
+        let Kind::V1 { dirs } = b.kind() else {
+            panic!("{b:?}")
+        };
         assert_eq!(dirs[&Controller::Cpu], dirs[&Controller::Cpuacct]);
-        assert_eq!(dirs[&Controller::Blkio], Path::new("/sys/fs/cgroup/my blkio"));
+        assert_eq!(
+            dirs[&Controller::Blkio],
+            Path::new("/sys/fs/cgroup/my blkio")
+        );
         assert!(!b.has(Controller::Freezer));
         assert_eq!(b.roots().len(), 4, "cpu,cpuacct counted once");
     }
@@ -298,7 +359,9 @@ mod tests {
         })
         .unwrap();
         assert_eq!(b, Backend::v2_at("/sys/fs/cgroup"));
-        let e = Backend::detect_from(UNIFIED, |_| Some("cpu io\n".into())).unwrap_err().to_string();
+        let e = Backend::detect_from(UNIFIED, |_| Some("cpu io\n".into()))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("with controllers [cpu io]"), "{e}");
         let e = Backend::detect_from("", |_| None).unwrap_err().to_string();
         assert!(e.contains("no cgroup filesystem is mounted"), "{e}");
@@ -307,7 +370,13 @@ mod tests {
     #[test]
     fn parent_names() {
         let b = Backend::v2_at("/x");
-        assert_eq!(b.clone().with_parent("system.slice/corral.service/t").unwrap().parent(), Path::new("system.slice/corral.service/t"));
+        assert_eq!(
+            b.clone()
+                .with_parent("system.slice/corral.service/t")
+                .unwrap()
+                .parent(),
+            Path::new("system.slice/corral.service/t")
+        );
         for bad in ["", "/abs", "a/../b", "a//b", "..", "a/", "a\nb"] {
             assert!(b.clone().with_parent(bad).is_err(), "{bad:?}");
         }

@@ -41,7 +41,8 @@ pub struct TenantCgroup {
 pub fn open_self_entry(dir: &Path) -> Result<OwnedFd> {
     let open = |name: &str| std::fs::OpenOptions::new().write(true).open(dir.join(name));
     let f = match open("tasks") {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => open("cgroup.procs").map_err(|e| CgroupError::io("opening", dir.join("cgroup.procs"), e))?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => open("cgroup.procs")
+            .map_err(|e| CgroupError::io("opening", dir.join("cgroup.procs"), e))?,
         r => r.map_err(|e| CgroupError::io("opening", dir.join("tasks"), e))?,
     };
     Ok(f.into())
@@ -74,7 +75,9 @@ fn subtree(dir: &Path) -> Result<Vec<PathBuf>> {
 /// [`TenantCgroup::create`] starts over.
 fn mkdir_parent(level: &Path) -> Result<()> {
     match std::fs::create_dir(level) {
-        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(CgroupError::io("creating", level, e)),
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => {
+            Err(CgroupError::io("creating", level, e))
+        }
         _ => Ok(()),
     }
 }
@@ -93,9 +96,15 @@ fn enable_v2_controllers(dir: &Path) -> Result<()> {
     }
     let ctl = dir.join("cgroup.subtree_control");
     let enabled = read_text(&ctl)?;
-    let enabled: Vec<&str> = enabled.split_whitespace().map(|w| w.trim_start_matches('+')).collect();
-    let add: Vec<String> =
-        V2_WANTED.iter().filter(|c| avail.contains(c) && !enabled.contains(c)).map(|c| format!("+{c}")).collect();
+    let enabled: Vec<&str> = enabled
+        .split_whitespace()
+        .map(|w| w.trim_start_matches('+'))
+        .collect();
+    let add: Vec<String> = V2_WANTED
+        .iter()
+        .filter(|c| avail.contains(c) && !enabled.contains(c))
+        .map(|c| format!("+{c}"))
+        .collect();
     if add.is_empty() {
         return Ok(());
     }
@@ -108,7 +117,10 @@ impl TenantCgroup {
     /// removed concurrently (ENOENT) is recreated, for up to a second.
     pub fn create(backend: &Backend, name: &str) -> Result<TenantCgroup> {
         check_rel("tenant name", name, false)?;
-        let cg = TenantCgroup { backend: backend.clone(), name: name.to_string() };
+        let cg = TenantCgroup {
+            backend: backend.clone(),
+            name: name.to_string(),
+        };
         let deadline = std::time::Instant::now() + CREATE_TIMEOUT;
         let mut attempt = 0u32;
         loop {
@@ -149,7 +161,10 @@ impl TenantCgroup {
     /// The tenant's existing cgroup; [`CgroupError::NotFound`] if a directory is missing.
     pub fn open(backend: &Backend, name: &str) -> Result<TenantCgroup> {
         check_rel("tenant name", name, false)?;
-        let cg = TenantCgroup { backend: backend.clone(), name: name.to_string() };
+        let cg = TenantCgroup {
+            backend: backend.clone(),
+            name: name.to_string(),
+        };
         if let Some(path) = cg.dirs().into_iter().find(|d| !d.is_dir()) {
             return Err(CgroupError::NotFound { path });
         }
@@ -166,13 +181,19 @@ impl TenantCgroup {
 
     /// The tenant's directory in every distinct hierarchy.
     pub fn dirs(&self) -> Vec<PathBuf> {
-        self.backend.parent_dirs().into_iter().map(|p| p.join(&self.name)).collect()
+        self.backend
+            .parent_dirs()
+            .into_iter()
+            .map(|p| p.join(&self.name))
+            .collect()
     }
 
     /// The directory holding `c`'s files (v2: the one directory), if mounted.
     pub fn dir(&self, c: Controller) -> Option<PathBuf> {
         match self.backend.kind() {
-            Kind::V1 { dirs } => dirs.get(&c).map(|r| r.join(self.backend.parent()).join(&self.name)),
+            Kind::V1 { dirs } => dirs
+                .get(&c)
+                .map(|r| r.join(self.backend.parent()).join(&self.name)),
             Kind::V2 { root } => Some(root.join(self.backend.parent()).join(&self.name)),
         }
     }
@@ -180,7 +201,9 @@ impl TenantCgroup {
     /// v2: an `O_PATH|O_DIRECTORY|O_CLOEXEC` descriptor of the cgroup, for
     /// clone3's `CLONE_INTO_CGROUP`. v1: `None` (use [`Self::add_pid`]).
     pub fn v2_dir_fd(&self) -> Result<Option<OwnedFd>> {
-        let Kind::V2 { .. } = self.backend.kind() else { return Ok(None) };
+        let Kind::V2 { .. } = self.backend.kind() else {
+            return Ok(None);
+        };
         let dir = self.dirs().remove(0);
         let f = std::fs::OpenOptions::new()
             .read(true)
@@ -228,7 +251,10 @@ impl TenantCgroup {
     /// SIGKILL, it is thawed, and this repeats until nothing is left.
     pub fn kill_all(&self) -> Result<()> {
         let deadline = Instant::now() + KILL_TIMEOUT;
-        let kill_file = self.dir(Controller::Pids).map(|d| d.join("cgroup.kill")).filter(|p| self.backend.is_v2() && p.exists());
+        let kill_file = self
+            .dir(Controller::Pids)
+            .map(|d| d.join("cgroup.kill"))
+            .filter(|p| self.backend.is_v2() && p.exists());
         loop {
             let pids = self.procs()?;
             if pids.is_empty() {
@@ -236,7 +262,11 @@ impl TenantCgroup {
             }
             if Instant::now() >= deadline {
                 let path = self.dirs().remove(0);
-                return Err(CgroupError::KillTimeout { path, pids, secs: KILL_TIMEOUT.as_secs() });
+                return Err(CgroupError::KillTimeout {
+                    path,
+                    pids,
+                    secs: KILL_TIMEOUT.as_secs(),
+                });
             }
             match &kill_file {
                 Some(f) => write_value(f, "1")?,
@@ -249,17 +279,26 @@ impl TenantCgroup {
     /// (file, frozen value, thawed value, how to tell it is frozen)
     fn freezer(&self) -> Option<(PathBuf, &'static str, &'static str)> {
         match self.backend.kind() {
-            Kind::V1 { .. } => self.dir(Controller::Freezer).map(|d| (d.join("freezer.state"), "FROZEN", "THAWED")),
-            Kind::V2 { .. } => self.dir(Controller::Freezer).map(|d| (d.join("cgroup.freeze"), "1", "0")).filter(|f| f.0.exists()),
+            Kind::V1 { .. } => self
+                .dir(Controller::Freezer)
+                .map(|d| (d.join("freezer.state"), "FROZEN", "THAWED")),
+            Kind::V2 { .. } => self
+                .dir(Controller::Freezer)
+                .map(|d| (d.join("cgroup.freeze"), "1", "0"))
+                .filter(|f| f.0.exists()),
         }
     }
 
     fn is_frozen(&self, state_file: &Path) -> bool {
         if self.backend.is_v2() {
             let events = state_file.with_file_name("cgroup.events");
-            read_text(&events).map(|t| t.lines().any(|l| l.trim() == "frozen 1")).unwrap_or(false)
+            read_text(&events)
+                .map(|t| t.lines().any(|l| l.trim() == "frozen 1"))
+                .unwrap_or(false)
         } else {
-            read_text(state_file).map(|t| t.trim() == "FROZEN").unwrap_or(false)
+            read_text(state_file)
+                .map(|t| t.trim() == "FROZEN")
+                .unwrap_or(false)
         }
     }
 
@@ -277,7 +316,10 @@ impl TenantCgroup {
         let result = self.procs().map(|pids| {
             for pid in pids {
                 // ESRCH (already gone) is fine; anything else shows up as a timeout.
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
             }
         });
         if let Some((file, _, thawed)) = &freezer {
@@ -310,7 +352,11 @@ fn rmdir_retrying(dir: &Path) -> Result<()> {
                 std::thread::sleep(Duration::from_millis(20));
             }
             Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-                return Err(CgroupError::RemoveTimeout { path: dir.to_path_buf(), secs: RMDIR_TIMEOUT.as_secs(), source: e })
+                return Err(CgroupError::RemoveTimeout {
+                    path: dir.to_path_buf(),
+                    secs: RMDIR_TIMEOUT.as_secs(),
+                    source: e,
+                })
             }
             Err(e) => return Err(CgroupError::io("removing", dir, e)),
         }

@@ -69,16 +69,33 @@ fn v2_create_enables_controllers_from_root_to_parent() {
     let root = t.path().join("v2");
     fs::write(root.join("corral/cgroup.subtree_control"), "cpu memory\n").unwrap();
     let cg = TenantCgroup::create(&b, "dave").unwrap();
-    assert_eq!(read(root.join("cgroup.subtree_control")), "+cpu +memory +pids +io\n");
-    assert_eq!(read(root.join("corral/cgroup.subtree_control")), "cpu memory\n+pids +io\n");
+    assert_eq!(
+        read(root.join("cgroup.subtree_control")),
+        "+cpu +memory +pids +io\n"
+    );
+    assert_eq!(
+        read(root.join("corral/cgroup.subtree_control")),
+        "cpu memory\n+pids +io\n"
+    );
     assert!(root.join("corral/dave").is_dir());
     // Again: everything is enabled now, nothing more is written.
     TenantCgroup::create(&b, "dave").unwrap();
-    assert_eq!(read(root.join("cgroup.subtree_control")), "+cpu +memory +pids +io\n");
+    assert_eq!(
+        read(root.join("cgroup.subtree_control")),
+        "+cpu +memory +pids +io\n"
+    );
     let fd = cg.v2_dir_fd().unwrap().expect("v2 has a directory fd");
-    let flags = nix::fcntl::fcntl(std::os::fd::AsRawFd::as_raw_fd(&fd), nix::fcntl::FcntlArg::F_GETFL).unwrap();
+    let flags = nix::fcntl::fcntl(
+        std::os::fd::AsRawFd::as_raw_fd(&fd),
+        nix::fcntl::FcntlArg::F_GETFL,
+    )
+    .unwrap();
     assert_ne!(flags & libc::O_PATH, 0);
-    let link = fs::read_link(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd))).unwrap();
+    let link = fs::read_link(format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&fd)
+    ))
+    .unwrap();
     assert_eq!(link, root.join("corral/dave"));
 }
 
@@ -86,15 +103,25 @@ fn v2_create_enables_controllers_from_root_to_parent() {
 fn v2_without_pids_controller_is_refused() {
     let (t, b) = FakeTree::v2("cpu io memory");
     let e = TenantCgroup::create(&b, "erin").unwrap_err().to_string();
-    assert!(e.contains("controller pids is not available") && e.contains("cgroup.controllers"), "{e}");
-    assert_eq!(read(t.path().join("v2/cgroup.subtree_control")), "", "nothing enabled on failure");
+    assert!(
+        e.contains("controller pids is not available") && e.contains("cgroup.controllers"),
+        "{e}"
+    );
+    assert_eq!(
+        read(t.path().join("v2/cgroup.subtree_control")),
+        "",
+        "nothing enabled on failure"
+    );
 }
 
 #[test]
 fn v2_io_is_optional() {
     let (t, b) = FakeTree::v2("cpu memory pids");
     TenantCgroup::create(&b, "fay").unwrap();
-    assert_eq!(read(t.path().join("v2/cgroup.subtree_control")), "+cpu +memory +pids\n");
+    assert_eq!(
+        read(t.path().join("v2/cgroup.subtree_control")),
+        "+cpu +memory +pids\n"
+    );
 }
 
 #[test]
@@ -138,12 +165,18 @@ fn create_survives_a_concurrent_remover_of_the_empty_parent() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let removed = remover.join().unwrap();
     result.unwrap_or_else(|e| panic!("after {created} creates: {e}"));
-    assert!(removed > 10 && created > 10, "the race was exercised: removed {removed}, created {created}");
+    assert!(
+        removed > 10 && created > 10,
+        "the race was exercised: removed {removed}, created {created}"
+    );
 }
 
 #[test]
 fn remove_of_missing_cgroup_succeeds() {
     let (_t, b) = FakeTree::v1(&Controller::REQUIRED);
-    let cg = TenantCgroup { backend: b, name: "never".into() };
+    let cg = TenantCgroup {
+        backend: b,
+        name: "never".into(),
+    };
     cg.remove().unwrap();
 }

@@ -25,13 +25,23 @@ impl DeviceId {
     /// Parses "MAJ:MIN" (decimal, no spaces).
     pub fn parse(s: &str) -> Option<DeviceId> {
         let (a, b) = s.split_once(':')?;
-        let num = |t: &str| (!t.is_empty() && t.bytes().all(|c| c.is_ascii_digit())).then(|| t.parse().ok()).flatten();
-        Some(DeviceId { major: num(a)?, minor: num(b)? })
+        let num = |t: &str| {
+            (!t.is_empty() && t.bytes().all(|c| c.is_ascii_digit()))
+                .then(|| t.parse().ok())
+                .flatten()
+        };
+        Some(DeviceId {
+            major: num(a)?,
+            minor: num(b)?,
+        })
     }
 }
 
 fn problem(spec: &str, reason: impl Into<String>) -> Problem {
-    Problem::Device { device: spec.to_string(), reason: reason.into() }
+    Problem::Device {
+        device: spec.to_string(),
+        reason: reason.into(),
+    }
 }
 
 /// The device number of a device node, which must be a block device.
@@ -44,7 +54,10 @@ fn stat_block(spec: &str) -> Result<DeviceId, Problem> {
         return Err(problem(spec, "not a block device"));
     }
     let rdev = md.rdev();
-    Ok(DeviceId { major: libc::major(rdev), minor: libc::minor(rdev) })
+    Ok(DeviceId {
+        major: libc::major(rdev),
+        minor: libc::minor(rdev),
+    })
 }
 
 /// Checks an `io.devices` entry without a cgroup backend: "MAJ:MIN" for its
@@ -55,7 +68,10 @@ pub(crate) fn check_entry(spec: &str) -> Result<(), Problem> {
     } else if DeviceId::parse(spec).is_some() {
         Ok(())
     } else {
-        Err(problem(spec, "expected a device path like \"/dev/vda\" or \"MAJ:MIN\" like \"254:0\""))
+        Err(problem(
+            spec,
+            "expected a device path like \"/dev/vda\" or \"MAJ:MIN\" like \"254:0\"",
+        ))
     }
 }
 
@@ -70,17 +86,28 @@ pub(crate) fn resolve(spec: &str, sysfs: &Path) -> Result<DeviceId, Problem> {
     };
     let node = sysfs.join("dev/block").join(id.to_string());
     if !node.exists() {
-        return Err(problem(spec, format!("no block device {id} in {}", sysfs.join("dev/block").display())));
+        return Err(problem(
+            spec,
+            format!(
+                "no block device {id} in {}",
+                sysfs.join("dev/block").display()
+            ),
+        ));
     }
     if node.join("partition").exists() {
-        return Err(problem(spec, format!("{id} is a partition; IO limits apply to whole disks")));
+        return Err(problem(
+            spec,
+            format!("{id} is a partition; IO limits apply to whole disks"),
+        ));
     }
     Ok(id)
 }
 
 /// Every real block device: entries of `<sysfs>/block` except loop, ram and
 /// zram devices, with numbers from their `dev` files. Sorted.
-pub(crate) fn real_block_devices(sysfs: &Path) -> Result<Vec<DeviceId>, (std::path::PathBuf, io::Error)> {
+pub(crate) fn real_block_devices(
+    sysfs: &Path,
+) -> Result<Vec<DeviceId>, (std::path::PathBuf, io::Error)> {
     let dir = sysfs.join("block");
     let mut out = Vec::new();
     for entry in std::fs::read_dir(&dir).map_err(|e| (dir.clone(), e))? {
@@ -93,7 +120,10 @@ pub(crate) fn real_block_devices(sysfs: &Path) -> Result<Vec<DeviceId>, (std::pa
         let dev = entry.path().join("dev");
         let text = std::fs::read_to_string(&dev).map_err(|e| (dev.clone(), e))?;
         let id = DeviceId::parse(text.trim()).ok_or_else(|| {
-            (dev.clone(), io::Error::new(io::ErrorKind::InvalidData, format!("not MAJ:MIN: {text:?}")))
+            (
+                dev.clone(),
+                io::Error::new(io::ErrorKind::InvalidData, format!("not MAJ:MIN: {text:?}")),
+            )
         })?;
         out.push(id);
     }
@@ -109,12 +139,25 @@ mod tests {
 
     fn fake_sysfs() -> tempfile::TempDir {
         let t = tempfile::tempdir().unwrap();
-        for (name, dev, part) in [("vda", "254:0", false), ("loop0", "7:0", false), ("zram0", "253:0", false), ("sda", "8:0", false)] {
+        for (name, dev, part) in [
+            ("vda", "254:0", false),
+            ("loop0", "7:0", false),
+            ("zram0", "253:0", false),
+            ("sda", "8:0", false),
+        ] {
             fs::create_dir_all(t.path().join("block").join(name)).unwrap();
-            fs::write(t.path().join("block").join(name).join("dev"), format!("{dev}\n")).unwrap();
+            fs::write(
+                t.path().join("block").join(name).join("dev"),
+                format!("{dev}\n"),
+            )
+            .unwrap();
             fs::create_dir_all(t.path().join("dev/block").join(dev)).unwrap();
             if part {
-                fs::write(t.path().join("dev/block").join(dev).join("partition"), "1\n").unwrap();
+                fs::write(
+                    t.path().join("dev/block").join(dev).join("partition"),
+                    "1\n",
+                )
+                .unwrap();
             }
         }
         fs::create_dir_all(t.path().join("dev/block/254:1")).unwrap();
@@ -124,7 +167,13 @@ mod tests {
 
     #[test]
     fn parse_ids() {
-        assert_eq!(DeviceId::parse("254:0"), Some(DeviceId { major: 254, minor: 0 }));
+        assert_eq!(
+            DeviceId::parse("254:0"),
+            Some(DeviceId {
+                major: 254,
+                minor: 0
+            })
+        );
         for bad in ["254", "254:", ":0", "a:b", "254:0:1", " 254:0", "-1:0"] {
             assert_eq!(DeviceId::parse(bad), None, "{bad}");
         }
@@ -133,7 +182,11 @@ mod tests {
     #[test]
     fn real_devices_skip_loop_ram_zram() {
         let s = fake_sysfs();
-        let ids: Vec<String> = real_block_devices(s.path()).unwrap().iter().map(|d| d.to_string()).collect();
+        let ids: Vec<String> = real_block_devices(s.path())
+            .unwrap()
+            .iter()
+            .map(|d| d.to_string())
+            .collect();
         assert_eq!(ids, ["8:0", "254:0"]);
     }
 

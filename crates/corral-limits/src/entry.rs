@@ -20,11 +20,19 @@ pub enum EntryError {
     #[error("entry process limit must be at least 1, got {0}")]
     InvalidLimit(u32),
     #[error("{op} {}: {source}", path.display())]
-    Io { op: &'static str, path: PathBuf, source: io::Error },
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
 }
 
 fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> EntryError + 'a {
-    move |source| EntryError::Io { op, path: path.to_path_buf(), source }
+    move |source| EntryError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// The slots of one tenant.
@@ -58,7 +66,14 @@ impl AsFd for EntryGuard {
 
 fn open_rw(path: &Path) -> Result<File, EntryError> {
     // std opens with O_CLOEXEC.
-    OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(path).map_err(io_err("opening", path))
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(io_err("opening", path))
 }
 
 /// flock(2) on a file, retrying EINTR. The lock is never explicitly
@@ -93,8 +108,15 @@ impl EntrySlots {
         if limit == 0 {
             return Err(EntryError::InvalidLimit(limit));
         }
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(io_err("creating", dir))?;
-        Ok(EntrySlots { dir: dir.to_path_buf(), limit })
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io_err("creating", dir))?;
+        Ok(EntrySlots {
+            dir: dir.to_path_buf(),
+            limit,
+        })
     }
 
     pub fn limit(&self) -> u32 {
@@ -109,7 +131,10 @@ impl EntrySlots {
     /// rejection). The search starts at a pid- and time-based slot so that
     /// concurrent entries rarely try the same files.
     pub fn try_acquire(&self) -> Result<EntryGuard, EntryError> {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
         let start = (std::process::id() ^ nanos) % self.limit;
         // Two passes: a slot briefly locked by `in_use`'s probe or by an
         // entry that is leaving is not a reason to refuse.
@@ -137,11 +162,14 @@ impl EntrySlots {
         // Held for a read and a write only, so waiting is short.
         flock(&f, libc::LOCK_EX).map_err(io_err("locking", &path))?;
         let mut text = String::new();
-        f.read_to_string(&mut text).map_err(io_err("reading", &path))?;
+        f.read_to_string(&mut text)
+            .map_err(io_err("reading", &path))?;
         let n: u64 = text.trim().parse().unwrap_or(0);
-        f.seek(SeekFrom::Start(0)).map_err(io_err("writing", &path))?;
+        f.seek(SeekFrom::Start(0))
+            .map_err(io_err("writing", &path))?;
         f.set_len(0).map_err(io_err("writing", &path))?;
-        f.write_all(format!("{}\n", n + 1).as_bytes()).map_err(io_err("writing", &path))?;
+        f.write_all(format!("{}\n", n + 1).as_bytes())
+            .map_err(io_err("writing", &path))?;
         Ok(())
     }
 
@@ -155,13 +183,17 @@ impl EntrySlots {
         };
         flock(&f, libc::LOCK_SH).map_err(io_err("locking", &path))?;
         let mut text = String::new();
-        f.read_to_string(&mut text).map_err(io_err("reading", &path))?;
+        f.read_to_string(&mut text)
+            .map_err(io_err("reading", &path))?;
         if text.trim().is_empty() {
             // Created by a first rejection that has not written yet.
             return Ok(0);
         }
         text.trim().parse().map_err(|_| {
-            io_err("parsing", &path)(io::Error::new(io::ErrorKind::InvalidData, format!("not a count: {text:?}")))
+            io_err("parsing", &path)(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("not a count: {text:?}"),
+            ))
         })
     }
 
@@ -173,7 +205,10 @@ impl EntrySlots {
         for entry in entries {
             let entry = entry.map_err(io_err("listing", &self.dir))?;
             let name = entry.file_name();
-            let is_slot = name.to_str().and_then(|n| n.strip_prefix("slot.")).is_some_and(|i| i.parse::<u32>().is_ok());
+            let is_slot = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("slot."))
+                .is_some_and(|i| i.parse::<u32>().is_ok());
             if !is_slot {
                 continue;
             }
@@ -215,7 +250,11 @@ mod tests {
         assert_eq!(slots.in_use().unwrap(), 2);
         let again = slots.try_acquire().unwrap();
         assert_eq!(again.slot(), freed);
-        assert_eq!(slots.in_use().unwrap(), 3, "the probe itself must not free or take slots");
+        assert_eq!(
+            slots.in_use().unwrap(),
+            3,
+            "the probe itself must not free or take slots"
+        );
         drop((a, c, again));
         assert_eq!(slots.in_use().unwrap(), 0);
     }
@@ -223,9 +262,16 @@ mod tests {
     #[test]
     fn zero_limit_is_refused_and_guard_fd_is_cloexec() {
         let t = tempfile::tempdir().unwrap();
-        assert!(matches!(EntrySlots::open(t.path(), 0), Err(EntryError::InvalidLimit(0))));
-        let g = EntrySlots::open(t.path(), 1).unwrap().try_acquire().unwrap();
-        let flags = nix::fcntl::fcntl(g.as_fd().as_raw_fd(), nix::fcntl::FcntlArg::F_GETFD).unwrap();
+        assert!(matches!(
+            EntrySlots::open(t.path(), 0),
+            Err(EntryError::InvalidLimit(0))
+        ));
+        let g = EntrySlots::open(t.path(), 1)
+            .unwrap()
+            .try_acquire()
+            .unwrap();
+        let flags =
+            nix::fcntl::fcntl(g.as_fd().as_raw_fd(), nix::fcntl::FcntlArg::F_GETFD).unwrap();
         assert_ne!(flags & libc::FD_CLOEXEC, 0);
     }
 }

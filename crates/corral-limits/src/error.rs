@@ -24,7 +24,10 @@ pub enum Problem {
     UnknownKey { known: String },
     /// The value has the wrong form: `expected` describes the right one.
     #[error("expected {expected}, found {found}")]
-    Invalid { expected: &'static str, found: String },
+    Invalid {
+        expected: &'static str,
+        found: String,
+    },
     /// The value has the right form but is outside what the key allows.
     #[error("{found} is out of range: {reason}")]
     OutOfRange { found: String, reason: String },
@@ -44,7 +47,11 @@ pub enum Problem {
 
 impl LimitError {
     pub(crate) fn new(key: &str, problem: Problem) -> LimitError {
-        LimitError { origin: None, key: key.to_string(), problem }
+        LimitError {
+            origin: None,
+            key: key.to_string(),
+            problem,
+        }
     }
 
     pub(crate) fn at(mut self, origin: Option<&Origin>) -> LimitError {
@@ -75,17 +82,33 @@ impl std::error::Error for LimitError {}
 #[derive(Debug, thiserror::Error)]
 pub enum CgroupError {
     #[error("{op} {}: {source}", path.display())]
-    Io { op: &'static str, path: PathBuf, source: io::Error },
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
     #[error("writing {value:?} to {}: {source}", path.display())]
-    Write { path: PathBuf, value: String, source: io::Error },
+    Write {
+        path: PathBuf,
+        value: String,
+        source: io::Error,
+    },
     #[error("{}: cannot parse {what} from {content:?}", path.display())]
-    Parse { path: PathBuf, what: &'static str, content: String },
+    Parse {
+        path: PathBuf,
+        what: &'static str,
+        content: String,
+    },
     /// No cgroup v2 mount with cpu, memory and pids, and no v1 hierarchies
     /// for cpu, cpuacct, memory and pids.
     #[error("no usable cgroup setup: {0}")]
     NoCgroups(String),
     #[error("invalid cgroup {what} {name:?}: {reason}")]
-    BadName { what: &'static str, name: String, reason: &'static str },
+    BadName {
+        what: &'static str,
+        name: String,
+        reason: &'static str,
+    },
     #[error("cgroup {} does not exist", path.display())]
     NotFound { path: PathBuf },
     /// A limit this host cannot enforce (controller or file missing).
@@ -94,22 +117,36 @@ pub enum CgroupError {
     #[error(transparent)]
     Limit(#[from] LimitError),
     #[error("cgroup {} still has processes {pids:?} after {secs} s of killing", path.display())]
-    KillTimeout { path: PathBuf, pids: Vec<i32>, secs: u64 },
+    KillTimeout {
+        path: PathBuf,
+        pids: Vec<i32>,
+        secs: u64,
+    },
     #[error("cgroup {} still busy after {secs} s: {source}", path.display())]
-    RemoveTimeout { path: PathBuf, secs: u64, source: io::Error },
+    RemoveTimeout {
+        path: PathBuf,
+        secs: u64,
+        source: io::Error,
+    },
 }
 
 pub type Result<T, E = CgroupError> = std::result::Result<T, E>;
 
 impl CgroupError {
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> CgroupError {
-        CgroupError::Io { op, path: path.into(), source }
+        CgroupError::Io {
+            op,
+            path: path.into(),
+            source,
+        }
     }
 
     /// The errno of an I/O error, if this is one.
     pub fn raw_os_error(&self) -> Option<i32> {
         match self {
-            CgroupError::Io { source, .. } | CgroupError::Write { source, .. } => source.raw_os_error(),
+            CgroupError::Io { source, .. } | CgroupError::Write { source, .. } => {
+                source.raw_os_error()
+            }
             _ => None,
         }
     }
@@ -121,9 +158,21 @@ mod tests {
 
     #[test]
     fn display_with_and_without_origin() {
-        let e = LimitError::new("cpu", Problem::Invalid { expected: "a percentage like \"50%\"", found: "\"-5%\"".into() });
-        assert_eq!(e.to_string(), "limits.cpu: expected a percentage like \"50%\", found \"-5%\"");
-        let o = Origin { file: "/etc/corral/plans/basic.toml".into(), line: 4 };
+        let e = LimitError::new(
+            "cpu",
+            Problem::Invalid {
+                expected: "a percentage like \"50%\"",
+                found: "\"-5%\"".into(),
+            },
+        );
+        assert_eq!(
+            e.to_string(),
+            "limits.cpu: expected a percentage like \"50%\", found \"-5%\""
+        );
+        let o = Origin {
+            file: "/etc/corral/plans/basic.toml".into(),
+            line: 4,
+        };
         assert_eq!(
             e.at(Some(&o)).to_string(),
             "/etc/corral/plans/basic.toml:4: limits.cpu: expected a percentage like \"50%\", found \"-5%\""
@@ -138,7 +187,10 @@ mod tests {
             source: io::Error::from_raw_os_error(libc::EINVAL),
         };
         let s = e.to_string();
-        assert!(s.contains("\"20\"") && s.contains("pids.max") && s.contains("Invalid argument"), "{s}");
+        assert!(
+            s.contains("\"20\"") && s.contains("pids.max") && s.contains("Invalid argument"),
+            "{s}"
+        );
         assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
     }
 }

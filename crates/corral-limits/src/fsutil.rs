@@ -10,12 +10,22 @@ use std::path::Path;
 /// cgroupfs the offset is ignored and each write is one command, and on a
 /// plain file (the test backends) the file keeps a log of every write.
 pub(crate) fn write_value(path: &Path, value: &str) -> Result<()> {
-    let err = |source| CgroupError::Write { path: path.to_path_buf(), value: value.to_string(), source };
-    let mut f = std::fs::OpenOptions::new().append(true).open(path).map_err(err)?;
+    let err = |source| CgroupError::Write {
+        path: path.to_path_buf(),
+        value: value.to_string(),
+        source,
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .map_err(err)?;
     let line = format!("{value}\n");
     let n = f.write(line.as_bytes()).map_err(err)?;
     if n != line.len() {
-        return Err(err(io::Error::new(io::ErrorKind::WriteZero, format!("short write: {n} of {} bytes", line.len()))));
+        return Err(err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            format!("short write: {n} of {} bytes", line.len()),
+        )));
     }
     Ok(())
 }
@@ -27,7 +37,11 @@ pub(crate) fn read_text(path: &Path) -> Result<String> {
 /// A file holding one unsigned number.
 pub(crate) fn read_u64(path: &Path) -> Result<u64> {
     let text = read_text(path)?;
-    text.trim().parse().map_err(|_| CgroupError::Parse { path: path.to_path_buf(), what: "a number", content: text })
+    text.trim().parse().map_err(|_| CgroupError::Parse {
+        path: path.to_path_buf(),
+        what: "a number",
+        content: text,
+    })
 }
 
 /// mkdir that succeeds when the directory exists.
@@ -42,7 +56,13 @@ pub(crate) fn mkdir(path: &Path) -> io::Result<()> {
 pub(crate) fn read_pids(path: &Path) -> Result<Vec<i32>> {
     let text = read_text(path)?;
     text.split_whitespace()
-        .map(|w| w.parse().map_err(|_| CgroupError::Parse { path: path.to_path_buf(), what: "process ids", content: text.clone() }))
+        .map(|w| {
+            w.parse().map_err(|_| CgroupError::Parse {
+                path: path.to_path_buf(),
+                what: "process ids",
+                content: text.clone(),
+            })
+        })
         .collect()
 }
 
@@ -55,7 +75,10 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let p = t.path().join("pids.max");
         let e = write_value(&p, "20").unwrap_err();
-        assert!(e.to_string().contains("writing \"20\" to") && e.to_string().contains("pids.max"), "{e}");
+        assert!(
+            e.to_string().contains("writing \"20\" to") && e.to_string().contains("pids.max"),
+            "{e}"
+        );
         std::fs::write(&p, "").unwrap();
         write_value(&p, "20").unwrap();
         write_value(&p, "max").unwrap();
@@ -71,7 +94,10 @@ mod tests {
         std::fs::write(&p, "12\n345\n").unwrap();
         assert_eq!(read_pids(&p).unwrap(), vec![12, 345]);
         std::fs::write(&p, "max\n").unwrap();
-        assert!(read_u64(&p).unwrap_err().to_string().contains("cannot parse a number from \"max\\n\""));
+        assert!(read_u64(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("cannot parse a number from \"max\\n\""));
         mkdir(&t.path().join("d")).unwrap();
         mkdir(&t.path().join("d")).unwrap();
         assert!(mkdir(&p).is_err(), "a file is not a directory");

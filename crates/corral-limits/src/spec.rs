@@ -61,7 +61,10 @@ pub struct IoLimits {
 
 impl IoLimits {
     pub fn any(&self) -> bool {
-        self.read_bps.is_some() || self.write_bps.is_some() || self.read_iops.is_some() || self.write_iops.is_some()
+        self.read_bps.is_some()
+            || self.write_bps.is_some()
+            || self.read_iops.is_some()
+            || self.write_iops.is_some()
     }
 }
 
@@ -93,7 +96,10 @@ fn online_cpus() -> u64 {
 }
 
 fn nr_open() -> u64 {
-    std::fs::read_to_string("/proc/sys/fs/nr_open").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(1 << 20)
+    std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1 << 20)
 }
 
 const MIB: u64 = 1 << 20;
@@ -104,7 +110,10 @@ fn size_at_least(raw: &Raw<'_>, min: u64, what: &str) -> Result<Option<u64>, Pro
     match parse_size(raw)? {
         Some(n) if n < min => Err(Problem::OutOfRange {
             found: raw.shown(),
-            reason: format!("{what} must be at least {} (sizes take a unit: \"64M\")", format_size(min)),
+            reason: format!(
+                "{what} must be at least {} (sizes take a unit: \"64M\")",
+                format_size(min)
+            ),
         }),
         Some(n) => check_range(raw, n, min, MAX_BYTES, what).map(Some),
         None => Ok(None),
@@ -112,7 +121,9 @@ fn size_at_least(raw: &Raw<'_>, min: u64, what: &str) -> Result<Option<u64>, Pro
 }
 
 fn count_in(raw: &Raw<'_>, lo: u64, hi: u64, what: &str) -> Result<Option<u64>, Problem> {
-    parse_count(raw)?.map(|n| check_range(raw, n, lo, hi, what)).transpose()
+    parse_count(raw)?
+        .map(|n| check_range(raw, n, lo, hi, what))
+        .transpose()
 }
 
 fn u32_of(n: Option<u64>) -> Option<u32> {
@@ -129,7 +140,9 @@ impl Limits {
         for (key, (value, origin)) in &src.values {
             if key == "memory" || key == "memory.max" {
                 if let Some(other) = memory_key {
-                    let p = Problem::Duplicate { other: other.to_string() };
+                    let p = Problem::Duplicate {
+                        other: other.to_string(),
+                    };
                     return Err(LimitError::new(key, p).at(Some(origin)));
                 }
                 memory_key = Some(key);
@@ -161,7 +174,9 @@ impl Limits {
                 }
                 (_, v) => Input::Scalar(Raw::from_toml(v)),
             };
-            limits.set_input(key, input).map_err(|p| LimitError::new(key, p).at(Some(origin)))?;
+            limits
+                .set_input(key, input)
+                .map_err(|p| LimitError::new(key, p).at(Some(origin)))?;
         }
         let origin_of = |k: &str| src.values.get(k).map(|(_, o): &(toml::Value, Origin)| o);
         limits.validate().map_err(|e| {
@@ -176,8 +191,13 @@ impl Limits {
     /// takes a comma-separated list; "all" or "" means every real device.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), LimitError> {
         let mut next = self.clone();
-        let input = if key == "io.devices" { Input::Devices(split_devices(value)) } else { Input::Scalar(Raw::Str(value)) };
-        next.set_input(key, input).map_err(|p| LimitError::new(key, p))?;
+        let input = if key == "io.devices" {
+            Input::Devices(split_devices(value))
+        } else {
+            Input::Scalar(Raw::Str(value))
+        };
+        next.set_input(key, input)
+            .map_err(|p| LimitError::new(key, p))?;
         next.validate()?;
         *self = next;
         Ok(())
@@ -185,7 +205,9 @@ impl Limits {
 
     /// [`Limits::set`] for one `key=value` argument.
     pub fn set_assignment(&mut self, assignment: &str) -> Result<(), LimitError> {
-        let (k, v) = assignment.split_once('=').ok_or_else(|| LimitError::new("", Problem::Syntax(assignment.to_string())))?;
+        let (k, v) = assignment
+            .split_once('=')
+            .ok_or_else(|| LimitError::new("", Problem::Syntax(assignment.to_string())))?;
         self.set(k.trim(), v.trim())
     }
 
@@ -205,25 +227,43 @@ impl Limits {
         match key {
             "cpu" => {
                 let max = online_cpus() * 100;
-                let p = parse_percent(raw)?.map(|n| check_range(raw, n, 1, max, "cpu percentage (100% per core)")).transpose()?;
+                let p = parse_percent(raw)?
+                    .map(|n| check_range(raw, n, 1, max, "cpu percentage (100% per core)"))
+                    .transpose()?;
                 self.cpu_pct = u32_of(p);
             }
             "cpu.weight" => self.cpu_weight = u32_of(count_in(raw, 1, 10000, "weight")?),
             "memory" | "memory.max" => self.memory_max = size_at_least(raw, MIB, "memory.max")?,
             "memory.high" => self.memory_high = size_at_least(raw, MIB, "memory.high")?,
             "memory.swap_max" => self.memory_swap_max = size_at_least(raw, 0, "memory.swap_max")?,
-            "processes" => self.processes = u32_of(count_in(raw, 1, PID_MAX_LIMIT, "process count")?),
+            "processes" => {
+                self.processes = u32_of(count_in(raw, 1, PID_MAX_LIMIT, "process count")?)
+            }
             "io.read_bps" => self.io.read_bps = size_at_least(raw, 1, "bytes per second")?,
             "io.write_bps" => self.io.write_bps = size_at_least(raw, 1, "bytes per second")?,
-            "io.read_iops" => self.io.read_iops = count_in(raw, 1, u64::MAX, "operations per second")?,
-            "io.write_iops" => self.io.write_iops = count_in(raw, 1, u64::MAX, "operations per second")?,
+            "io.read_iops" => {
+                self.io.read_iops = count_in(raw, 1, u64::MAX, "operations per second")?
+            }
+            "io.write_iops" => {
+                self.io.write_iops = count_in(raw, 1, u64::MAX, "operations per second")?
+            }
             "io.devices" => unreachable!("io.devices arrives as a device list"),
-            "entry_processes" => self.entry_processes = u32_of(count_in(raw, 1, 100_000, "entry process count")?),
-            "rlimits.nofile" => self.rlimits.nofile = count_in(raw, 1, nr_open(), "open file limit (fs.nr_open)")?,
+            "entry_processes" => {
+                self.entry_processes = u32_of(count_in(raw, 1, 100_000, "entry process count")?)
+            }
+            "rlimits.nofile" => {
+                self.rlimits.nofile = count_in(raw, 1, nr_open(), "open file limit (fs.nr_open)")?
+            }
             "rlimits.core" => self.rlimits.core = size_at_least(raw, 0, "core size")?,
-            "rlimits.cpu" => self.rlimits.cpu_seconds = count_in(raw, 1, u64::MAX - 2, "CPU seconds")?,
+            "rlimits.cpu" => {
+                self.rlimits.cpu_seconds = count_in(raw, 1, u64::MAX - 2, "CPU seconds")?
+            }
             "rlimits.as" => self.rlimits.address_space = size_at_least(raw, MIB, "address space")?,
-            _ => return Err(Problem::UnknownKey { known: format!("{}, memory (= memory.max)", KEYS.join(", ")) }),
+            _ => {
+                return Err(Problem::UnknownKey {
+                    known: format!("{}, memory (= memory.max)", KEYS.join(", ")),
+                })
+            }
         }
         Ok(())
     }
@@ -260,7 +300,11 @@ impl Limits {
         let size = |v: Option<u64>| v.map_or("max".to_string(), format_size);
         let num = |v: Option<u64>| v.map_or("max".to_string(), |n| n.to_string());
         let small = |v: Option<u32>| num(v.map(u64::from));
-        let devices = if self.io.devices.is_empty() { "all".to_string() } else { self.io.devices.join(",") };
+        let devices = if self.io.devices.is_empty() {
+            "all".to_string()
+        } else {
+            self.io.devices.join(",")
+        };
         let values = [
             self.cpu_pct.map_or("max".to_string(), |p| format!("{p}%")),
             small(self.cpu_weight),
@@ -310,7 +354,10 @@ fn split_devices(s: &str) -> Vec<String> {
     if t.is_empty() || t.eq_ignore_ascii_case("all") {
         return Vec::new();
     }
-    t.split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect()
+    t.split(',')
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .collect()
 }
 
 #[cfg(test)]

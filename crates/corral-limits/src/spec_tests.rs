@@ -2,7 +2,10 @@ use super::*;
 use std::collections::BTreeMap;
 
 fn origin(line: usize) -> Origin {
-    Origin { file: "/etc/corral/plans/basic.toml".into(), line }
+    Origin {
+        file: "/etc/corral/plans/basic.toml".into(),
+        line,
+    }
 }
 
 /// A source from `key = value` TOML lines; each key's origin is its line.
@@ -13,18 +16,27 @@ fn source(lines: &[&str]) -> LimitsSource {
         let (k, v) = table.into_iter().next().unwrap();
         values.insert(k, (v, origin(i + 1)));
     }
-    LimitsSource { plan: "basic".into(), values }
+    LimitsSource {
+        plan: "basic".into(),
+        values,
+    }
 }
 
 /// Like `source`, but keys may be dotted (`"memory.max" = ...` in TOML would be quoted).
 fn src(pairs: &[(&str, &str)]) -> LimitsSource {
-    let lines: Vec<String> = pairs.iter().map(|(k, v)| format!("x = {v}\n# {k}")).collect();
+    let lines: Vec<String> = pairs
+        .iter()
+        .map(|(k, v)| format!("x = {v}\n# {k}"))
+        .collect();
     let mut values = BTreeMap::new();
     for (i, ((k, _), line)) in pairs.iter().zip(&lines).enumerate() {
         let table: toml::Table = line.parse().unwrap();
         values.insert(k.to_string(), (table["x"].clone(), origin(i + 1)));
     }
-    LimitsSource { plan: "basic".into(), values }
+    LimitsSource {
+        plan: "basic".into(),
+        values,
+    }
 }
 
 #[test]
@@ -63,7 +75,12 @@ fn parses_every_key() {
             devices: vec!["7:0".into(), "254:0".into()],
         },
         entry_processes: Some(10),
-        rlimits: Rlimits { nofile: Some(1024), core: Some(0), cpu_seconds: Some(3600), address_space: Some(4 << 30) },
+        rlimits: Rlimits {
+            nofile: Some(1024),
+            core: Some(0),
+            cpu_seconds: Some(3600),
+            address_space: Some(4 << 30),
+        },
     };
     assert_eq!(l, want);
     assert!(l.has_cgroup_limits());
@@ -71,7 +88,12 @@ fn parses_every_key() {
 
 #[test]
 fn memory_alias_and_unlimited() {
-    let l = Limits::from_source(&source(&["memory = \"1G\"", "processes = \"max\"", "cpu = \"unlimited\""])).unwrap();
+    let l = Limits::from_source(&source(&[
+        "memory = \"1G\"",
+        "processes = \"max\"",
+        "cpu = \"unlimited\"",
+    ]))
+    .unwrap();
     assert_eq!(l.memory_max, Some(1 << 30));
     assert_eq!(l.processes, None);
     assert_eq!(l.cpu_pct, None);
@@ -89,7 +111,11 @@ fn error_messages_carry_origin_key_and_value() {
     );
     let e = Limits::from_source(&source(&["memory = \"lots\""])).unwrap_err();
     assert_eq!(e.origin, Some(origin(1)));
-    assert!(e.to_string().contains("limits.memory: expected a size like \"512M\""), "{e}");
+    assert!(
+        e.to_string()
+            .contains("limits.memory: expected a size like \"512M\""),
+        "{e}"
+    );
     assert!(e.to_string().ends_with("found \"lots\""), "{e}");
 }
 
@@ -109,7 +135,11 @@ fn rejects_bad_values() {
         ("processes", "\"20k\"", "expected a whole number"),
         ("io.read_bps", "0", "at least 1"),
         ("io.write_iops", "-3", "expected a whole number"),
-        ("io.devices", "[\"/dev/nope\"]", "device /dev/nope: no such device"),
+        (
+            "io.devices",
+            "[\"/dev/nope\"]",
+            "device /dev/nope: no such device",
+        ),
         ("io.devices", "[\"/dev/null\"]", "not a block device"),
         ("io.devices", "[\"vda\"]", "expected a device path"),
         ("io.devices", "[7]", "expected an array of device paths"),
@@ -126,17 +156,26 @@ fn rejects_bad_values() {
         let e = Limits::from_source(&src(&[(key, value)])).unwrap_err();
         let s = e.to_string();
         assert!(s.contains(want), "{key} = {value}: {s}");
-        assert!(s.starts_with(&format!("/etc/corral/plans/basic.toml:1: limits.{key}: ")), "{s}");
+        assert!(
+            s.starts_with(&format!("/etc/corral/plans/basic.toml:1: limits.{key}: ")),
+            "{s}"
+        );
     }
 }
 
 #[test]
 fn duplicate_and_conflicting_keys() {
-    let e = Limits::from_source(&src(&[("memory", "\"1G\""), ("memory.max", "\"2G\"")])).unwrap_err();
+    let e =
+        Limits::from_source(&src(&[("memory", "\"1G\""), ("memory.max", "\"2G\"")])).unwrap_err();
     assert!(e.to_string().contains("also set as `limits.memory`"), "{e}");
-    let e = Limits::from_source(&src(&[("memory.max", "\"1G\""), ("memory.high", "\"2G\"")])).unwrap_err();
+    let e = Limits::from_source(&src(&[("memory.max", "\"1G\""), ("memory.high", "\"2G\"")]))
+        .unwrap_err();
     assert_eq!(e.origin, Some(origin(2)));
-    assert!(e.to_string().contains("memory.high (2G) is above memory.max (1G)"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("memory.high (2G) is above memory.max (1G)"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -167,7 +206,15 @@ fn set_changes_one_key_and_leaves_limits_alone_on_error() {
 #[test]
 fn describe_roundtrips_through_set() {
     let mut l = Limits::default();
-    for (k, v) in [("cpu", "50%"), ("memory.max", "1G"), ("memory.high", "768M"), ("io.write_bps", "2M"), ("io.devices", "7:0"), ("rlimits.core", "0"), ("entry_processes", "5")] {
+    for (k, v) in [
+        ("cpu", "50%"),
+        ("memory.max", "1G"),
+        ("memory.high", "768M"),
+        ("io.write_bps", "2M"),
+        ("io.devices", "7:0"),
+        ("rlimits.core", "0"),
+        ("entry_processes", "5"),
+    ] {
         l.set(k, v).unwrap();
     }
     let d = l.describe();
@@ -183,7 +230,15 @@ fn describe_roundtrips_through_set() {
         back.set(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
     }
     assert_eq!(back, l);
-    assert_eq!(Limits::default().describe().iter().find(|(k, _)| k == "io.devices").unwrap().1, "all");
+    assert_eq!(
+        Limits::default()
+            .describe()
+            .iter()
+            .find(|(k, _)| k == "io.devices")
+            .unwrap()
+            .1,
+        "all"
+    );
 }
 
 #[test]

@@ -38,7 +38,11 @@ pub struct Faults {
 }
 
 fn parse_err(path: &Path, what: &'static str, content: &str) -> CgroupError {
-    CgroupError::Parse { path: path.to_path_buf(), what, content: content.to_string() }
+    CgroupError::Parse {
+        path: path.to_path_buf(),
+        what,
+        content: content.to_string(),
+    }
 }
 
 /// "key value" lines (cpu.stat, memory.events, pids.events, memory.oom_control).
@@ -111,7 +115,9 @@ impl TenantCgroup {
     }
 
     fn required_file(&self, c: Controller, name: &str) -> Result<PathBuf> {
-        self.file(c, name).ok_or_else(|| CgroupError::NoCgroups(format!("the {} controller is not mounted", c.name())))
+        self.file(c, name).ok_or_else(|| {
+            CgroupError::NoCgroups(format!("the {} controller is not mounted", c.name()))
+        })
     }
 
     /// Current usage counters.
@@ -126,12 +132,19 @@ impl TenantCgroup {
             let io = self.required_file(Controller::Blkio, "io.stat")?;
             if io.exists() {
                 let text = read_text(&io)?;
-                let [rb, wb, ro, wo] = parse_io_stat(&text).ok_or_else(|| parse_err(&io, "io.stat lines", &text))?;
-                (u.io_read_bytes, u.io_write_bytes, u.io_read_ops, u.io_write_ops) = (rb, wb, ro, wo);
+                let [rb, wb, ro, wo] =
+                    parse_io_stat(&text).ok_or_else(|| parse_err(&io, "io.stat lines", &text))?;
+                (
+                    u.io_read_bytes,
+                    u.io_write_bytes,
+                    u.io_read_ops,
+                    u.io_write_ops,
+                ) = (rb, wb, ro, wo);
             }
         } else {
             u.cpu_usage_ns = read_u64(&self.required_file(Controller::Cpuacct, "cpuacct.usage")?)?;
-            u.memory_bytes = read_u64(&self.required_file(Controller::Memory, "memory.usage_in_bytes")?)?;
+            u.memory_bytes =
+                read_u64(&self.required_file(Controller::Memory, "memory.usage_in_bytes")?)?;
             u.processes = read_u64(&self.required_file(Controller::Pids, "pids.current")?)?;
             if let Some(dir) = self.dir(Controller::Blkio) {
                 let pick = |name: &str| {
@@ -144,9 +157,11 @@ impl TenantCgroup {
                 };
                 let read_pair = |path: PathBuf| -> Result<(u64, u64)> {
                     let text = read_text(&path)?;
-                    parse_blkio_v1(&text).ok_or_else(|| parse_err(&path, "blkio per-device lines", &text))
+                    parse_blkio_v1(&text)
+                        .ok_or_else(|| parse_err(&path, "blkio per-device lines", &text))
                 };
-                (u.io_read_bytes, u.io_write_bytes) = read_pair(pick("blkio.throttle.io_service_bytes"))?;
+                (u.io_read_bytes, u.io_write_bytes) =
+                    read_pair(pick("blkio.throttle.io_service_bytes"))?;
                 (u.io_read_ops, u.io_write_ops) = read_pair(pick("blkio.throttle.io_serviced"))?;
             }
         }
@@ -169,7 +184,8 @@ impl TenantCgroup {
         } else {
             let c = keyed(&cpu, &[("nr_throttled", true), ("throttled_time", true)])?;
             (f.cpu_throttled_periods, f.cpu_throttled_ns) = (c[0], c[1]);
-            f.memory_max_hits = read_u64(&self.required_file(Controller::Memory, "memory.failcnt")?)?;
+            f.memory_max_hits =
+                read_u64(&self.required_file(Controller::Memory, "memory.failcnt")?)?;
             // oom_kill is missing before Linux 4.13: counted as 0 there.
             let oom = self.required_file(Controller::Memory, "memory.oom_control")?;
             f.oom_kills = keyed(&oom, &[("oom_kill", false)])?[0];

@@ -8,7 +8,8 @@ use std::fs;
 
 // ---- v1, captured from corral/capture-<pid> after a throttled busy loop,
 // direct IO to a loop device, an OOM kill at 16M and a refused fork.
-const V1_CPU_STAT: &str = "nr_periods 11\nnr_throttled 10\nthrottled_time 494491333\nnr_bursts 0\nburst_time 0\n";
+const V1_CPU_STAT: &str =
+    "nr_periods 11\nnr_throttled 10\nthrottled_time 494491333\nnr_bursts 0\nburst_time 0\n";
 const V1_CPUACCT_USAGE: &str = "555636743\n";
 const V1_OOM_CONTROL: &str = "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n";
 const V1_FAILCNT: &str = "51\n";
@@ -22,7 +23,8 @@ const V1_IO_SERVICE_BYTES: &str = "\
 7:0 Total 2621440
 Total 2621440
 ";
-const V1_IO_SERVICED: &str = "7:0 Read 8\n7:0 Write 32\n7:0 Sync 40\n7:0 Async 0\n7:0 Discard 0\n7:0 Total 40\nTotal 40\n";
+const V1_IO_SERVICED: &str =
+    "7:0 Read 8\n7:0 Write 32\n7:0 Sync 40\n7:0 Async 0\n7:0 Discard 0\n7:0 Total 40\nTotal 40\n";
 const V1_IO_EMPTY: &str = "Total 0\n";
 
 // ---- v2, captured in Debian's 6.1 kernel booted under qemu with only
@@ -71,7 +73,10 @@ fn blkio_v1_sums_read_and_write() {
 #[test]
 fn io_stat_v2_sums_devices() {
     assert_eq!(parse_io_stat(V2_IO_STAT), Some([524288, 2097152, 8, 32]));
-    assert_eq!(parse_io_stat(V2_IO_STAT_TWO), Some([524288 + 1224704, 2097152, 50, 32]));
+    assert_eq!(
+        parse_io_stat(V2_IO_STAT_TWO),
+        Some([524288 + 1224704, 2097152, 50, 32])
+    );
     assert_eq!(parse_io_stat(""), Some([0; 4]));
     assert_eq!(parse_io_stat("7:0 rbytes\n"), None);
 }
@@ -95,9 +100,21 @@ fn v1_usage_and_faults_from_files() {
     put(&d(Controller::Memory), "memory.oom_control", V1_OOM_CONTROL);
     put(&d(Controller::Pids), "pids.current", "5\n");
     put(&d(Controller::Pids), "pids.events", V1_PIDS_EVENTS);
-    put(&d(Controller::Blkio), "blkio.throttle.io_service_bytes", V1_IO_EMPTY);
-    put(&d(Controller::Blkio), "blkio.throttle.io_service_bytes_recursive", V1_IO_SERVICE_BYTES);
-    put(&d(Controller::Blkio), "blkio.throttle.io_serviced", V1_IO_SERVICED);
+    put(
+        &d(Controller::Blkio),
+        "blkio.throttle.io_service_bytes",
+        V1_IO_EMPTY,
+    );
+    put(
+        &d(Controller::Blkio),
+        "blkio.throttle.io_service_bytes_recursive",
+        V1_IO_SERVICE_BYTES,
+    );
+    put(
+        &d(Controller::Blkio),
+        "blkio.throttle.io_serviced",
+        V1_IO_SERVICED,
+    );
     let u = cg.usage().unwrap();
     assert_eq!(
         u,
@@ -146,7 +163,15 @@ fn v2_usage_and_faults_from_files() {
     let u = cg.usage().unwrap();
     assert_eq!(u.cpu_usage_ns, 2053026000);
     assert_eq!((u.memory_bytes, u.processes), (16777216, 3));
-    assert_eq!((u.io_read_bytes, u.io_write_bytes, u.io_read_ops, u.io_write_ops), (1748992, 2097152, 50, 32));
+    assert_eq!(
+        (
+            u.io_read_bytes,
+            u.io_write_bytes,
+            u.io_read_ops,
+            u.io_write_ops
+        ),
+        (1748992, 2097152, 50, 32)
+    );
     let f = cg.faults().unwrap();
     assert_eq!(
         f,

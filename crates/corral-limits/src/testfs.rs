@@ -32,7 +32,9 @@ impl FakeTree {
 
     /// v1 hierarchies for `ctrls` (each its own mount) under `<tmp>/v1`.
     pub fn v1(ctrls: &[Controller]) -> (FakeTree, Backend) {
-        let t = FakeTree { tmp: tempfile::tempdir().unwrap() };
+        let t = FakeTree {
+            tmp: tempfile::tempdir().unwrap(),
+        };
         let mut dirs = BTreeMap::new();
         for c in ctrls {
             let d = t.path().join("v1").join(c.name());
@@ -45,7 +47,9 @@ impl FakeTree {
 
     /// A v2 root under `<tmp>/v2` whose root and `corral` parent offer `controllers`.
     pub fn v2(controllers: &str) -> (FakeTree, Backend) {
-        let t = FakeTree { tmp: tempfile::tempdir().unwrap() };
+        let t = FakeTree {
+            tmp: tempfile::tempdir().unwrap(),
+        };
         let root = t.path().join("v2");
         for d in [root.clone(), root.join("corral")] {
             fs::create_dir_all(&d).unwrap();
@@ -86,11 +90,24 @@ pub(crate) fn read(p: impl AsRef<Path>) -> String {
 }
 
 pub(crate) const V1_FILES: &[(Controller, &[&str])] = &[
-    (Controller::Cpu, &["cpu.cfs_period_us", "cpu.cfs_quota_us", "cpu.shares", "cgroup.procs"]),
+    (
+        Controller::Cpu,
+        &[
+            "cpu.cfs_period_us",
+            "cpu.cfs_quota_us",
+            "cpu.shares",
+            "cgroup.procs",
+        ],
+    ),
     (Controller::Cpuacct, &["cgroup.procs"]),
     (
         Controller::Memory,
-        &["memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "memory.soft_limit_in_bytes", "cgroup.procs"],
+        &[
+            "memory.limit_in_bytes",
+            "memory.memsw.limit_in_bytes",
+            "memory.soft_limit_in_bytes",
+            "cgroup.procs",
+        ],
     ),
     (Controller::Pids, &["pids.max", "cgroup.procs"]),
     (

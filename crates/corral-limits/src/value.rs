@@ -32,7 +32,8 @@ impl Raw<'_> {
     }
 }
 
-pub(crate) const SIZE: &str = "a size like \"512M\", \"1G\", \"64K\" or a number of bytes, or \"max\"";
+pub(crate) const SIZE: &str =
+    "a size like \"512M\", \"1G\", \"64K\" or a number of bytes, or \"max\"";
 pub(crate) const COUNT: &str = "a whole number, or \"max\"";
 pub(crate) const PERCENT: &str = "a percentage like \"50%\" (100% = one core), or \"max\"";
 
@@ -41,7 +42,10 @@ fn is_unlimited(s: &str) -> bool {
 }
 
 fn invalid(expected: &'static str, raw: &Raw<'_>) -> Problem {
-    Problem::Invalid { expected, found: raw.shown() }
+    Problem::Invalid {
+        expected,
+        found: raw.shown(),
+    }
 }
 
 /// Digits only (no sign, no spaces), as u64.
@@ -71,10 +75,12 @@ pub(crate) fn parse_size(raw: &Raw<'_>) -> Result<Option<u64>, Problem> {
                 "t" | "tb" | "tib" => 40,
                 _ => return Err(invalid(SIZE, raw)),
             };
-            n.checked_mul(1u64 << shift).map(Some).ok_or_else(|| Problem::OutOfRange {
-                found: raw.shown(),
-                reason: "larger than 2^64 bytes".into(),
-            })
+            n.checked_mul(1u64 << shift)
+                .map(Some)
+                .ok_or_else(|| Problem::OutOfRange {
+                    found: raw.shown(),
+                    reason: "larger than 2^64 bytes".into(),
+                })
         }
         Raw::Other(_) => Err(invalid(SIZE, raw)),
     }
@@ -85,7 +91,9 @@ pub(crate) fn parse_count(raw: &Raw<'_>) -> Result<Option<u64>, Problem> {
     match raw {
         Raw::Int(i) => u64::try_from(*i).map(Some).map_err(|_| invalid(COUNT, raw)),
         Raw::Str(s) if is_unlimited(s.trim()) => Ok(None),
-        Raw::Str(s) => digits(s.trim()).map(Some).ok_or_else(|| invalid(COUNT, raw)),
+        Raw::Str(s) => digits(s.trim())
+            .map(Some)
+            .ok_or_else(|| invalid(COUNT, raw)),
         Raw::Other(_) => Err(invalid(COUNT, raw)),
     }
 }
@@ -104,14 +112,23 @@ pub(crate) fn parse_percent(raw: &Raw<'_>) -> Result<Option<u64>, Problem> {
 }
 
 /// Checks `lo <= n <= hi` for a parsed number, with a message naming the range.
-pub(crate) fn check_range(raw: &Raw<'_>, n: u64, lo: u64, hi: u64, what: &str) -> Result<u64, Problem> {
+pub(crate) fn check_range(
+    raw: &Raw<'_>,
+    n: u64,
+    lo: u64,
+    hi: u64,
+    what: &str,
+) -> Result<u64, Problem> {
     if n < lo || n > hi {
         let reason = if n == 0 && lo > 0 {
             format!("0 is not a usable {what}; use \"max\" for no limit (allowed: {lo}..={hi})")
         } else {
             format!("{what} must be between {lo} and {hi}")
         };
-        return Err(Problem::OutOfRange { found: raw.shown(), reason });
+        return Err(Problem::OutOfRange {
+            found: raw.shown(),
+            reason,
+        });
     }
     Ok(n)
 }
@@ -149,7 +166,10 @@ mod tests {
             assert!(matches!(e, Problem::Invalid { .. }), "{bad}: {e}");
         }
         assert!(parse_size(&Raw::Int(-1)).is_err());
-        assert!(matches!(parse_size(&Raw::Str("99999999999T")), Err(Problem::OutOfRange { .. })));
+        assert!(matches!(
+            parse_size(&Raw::Str("99999999999T")),
+            Err(Problem::OutOfRange { .. })
+        ));
         assert!(parse_size(&Raw::Other("boolean true".into())).is_err());
     }
 
@@ -165,7 +185,10 @@ mod tests {
         assert_eq!(parse_percent(&Raw::Str("max")).unwrap(), None);
         let e = parse_percent(&Raw::Str("-5%")).unwrap_err();
         assert_eq!(e.to_string(), format!("expected {PERCENT}, found \"-5%\""));
-        assert!(parse_percent(&Raw::Int(50)).is_err(), "a bare number is ambiguous");
+        assert!(
+            parse_percent(&Raw::Int(50)).is_err(),
+            "a bare number is ambiguous"
+        );
         assert!(parse_percent(&Raw::Str("50")).is_err());
         assert!(parse_percent(&Raw::Str("12.5%")).is_err());
     }
@@ -175,13 +198,26 @@ mod tests {
         let e = check_range(&Raw::Int(0), 0, 1, 10000, "weight").unwrap_err();
         assert!(e.to_string().contains("0 is not a usable weight"), "{e}");
         let e = check_range(&Raw::Int(20000), 20000, 1, 10000, "weight").unwrap_err();
-        assert_eq!(e.to_string(), "20000 is out of range: weight must be between 1 and 10000");
+        assert_eq!(
+            e.to_string(),
+            "20000 is out of range: weight must be between 1 and 10000"
+        );
         assert_eq!(check_range(&Raw::Int(5), 5, 1, 10, "x").unwrap(), 5);
     }
 
     #[test]
     fn format_roundtrips() {
-        for n in [0, 1, 1000, 4096, 1536 << 10, 64 << 20, 1 << 30, 3 << 40, (1 << 30) + 1] {
+        for n in [
+            0,
+            1,
+            1000,
+            4096,
+            1536 << 10,
+            64 << 20,
+            1 << 30,
+            3 << 40,
+            (1 << 30) + 1,
+        ] {
             let s = format_size(n);
             assert_eq!(parse_size(&Raw::Str(&s)).unwrap(), Some(n), "{s}");
         }

@@ -18,8 +18,15 @@ fn limits(pairs: &[(&str, &str)]) -> Limits {
 }
 
 fn assert_near(what: &str, got: f64, want: f64, rel: f64) {
-    println!("{what}: measured {got:.3}, target {want:.3} (±{:.0}%)", rel * 100.0);
-    assert!((got - want).abs() <= want * rel, "{what}: measured {got:.3}, want {want:.3} ±{:.0}%", rel * 100.0);
+    println!(
+        "{what}: measured {got:.3}, target {want:.3} (±{:.0}%)",
+        rel * 100.0
+    );
+    assert!(
+        (got - want).abs() <= want * rel,
+        "{what}: measured {got:.3}, want {want:.3} ±{:.0}%",
+        rel * 100.0
+    );
 }
 
 /// Measures the cgroup's CPU use in windows of `secs` until one lands
@@ -34,7 +41,14 @@ fn assert_near(what: &str, got: f64, want: f64, rel: f64) {
 /// was held back by other load. When no window was quota-bound, the lower
 /// bound cannot be checked and this says so; a quota-bound window that is
 /// still low means the limit is lower than set.
-fn assert_cpu_near(cg: &corral_limits::TenantCgroup, what: &str, want: f64, rel: f64, secs: f64, tries: u32) -> f64 {
+fn assert_cpu_near(
+    cg: &corral_limits::TenantCgroup,
+    what: &str,
+    want: f64,
+    rel: f64,
+    secs: f64,
+    tries: u32,
+) -> f64 {
     let periods = (secs * 1e6 / corral_limits::CPU_PERIOD_US as f64) as u64;
     let mut seen = Vec::new();
     let mut best: f64 = 0.0;
@@ -47,7 +61,11 @@ fn assert_cpu_near(cg: &corral_limits::TenantCgroup, what: &str, want: f64, rel:
             "{what}: measured {got:.3} of a core over {secs} s (target {want:.2} ±{:.0}%), throttled in {throttled} of {periods} periods",
             rel * 100.0
         );
-        assert!(got <= want * (1.0 + rel), "{what}: {got:.3} exceeds the limit {want:.2} +{:.0}%", rel * 100.0);
+        assert!(
+            got <= want * (1.0 + rel),
+            "{what}: {got:.3} exceeds the limit {want:.2} +{:.0}%",
+            rel * 100.0
+        );
         if got >= want * (1.0 - rel) {
             return best;
         }
@@ -55,30 +73,46 @@ fn assert_cpu_near(cg: &corral_limits::TenantCgroup, what: &str, want: f64, rel:
         assert!(!quota_bound, "{what}: throttled by its quota in {throttled} of {periods} periods, yet {got:.3} is below {want:.2} -{:.0}%", rel * 100.0);
         seen.push(format!("{got:.3} (throttled in {throttled} periods)"));
     }
-    println!("{what}: NOT VERIFIED (lower bound): the busy host never gave the group its quota: {}", seen.join(", "));
+    println!(
+        "{what}: NOT VERIFIED (lower bound): the busy host never gave the group its quota: {}",
+        seen.join(", ")
+    );
     best
 }
 
 #[test]
 fn lifecycle_add_procs_kill_remove() {
-    let Some(host) = host_backend("lifecycle") else { return };
+    let Some(host) = host_backend("lifecycle") else {
+        return;
+    };
     let _s = serial();
     let parent = TestParent::new(&host);
     let cg = parent.tenant("life");
-    let again = corral_limits::TenantCgroup::create(&parent.backend, "life").expect("create is idempotent");
+    let again =
+        corral_limits::TenantCgroup::create(&parent.backend, "life").expect("create is idempotent");
     assert_eq!(again.dirs(), cg.dirs());
     let mut child = spawn_in(&cg, "exec sleep 30");
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(cg.procs().unwrap(), vec![child.pid()]);
     assert_eq!(cg.usage().unwrap().processes, 1);
     cg.kill_all().unwrap();
-    let st = child.wait_for(Duration::from_secs(5)).expect("killed child exits");
-    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&st), Some(libc::SIGKILL));
+    let st = child
+        .wait_for(Duration::from_secs(5))
+        .expect("killed child exits");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&st),
+        Some(libc::SIGKILL)
+    );
     assert!(cg.procs().unwrap().is_empty());
     // Memory limit up and down with memsw present: the write order matters.
     for (value, bytes) in [("64M", 64u64 << 20), ("1G", 1 << 30), ("32M", 32 << 20)] {
-        cg.apply(&limits(&[("memory.max", value)])).unwrap_or_else(|e| panic!("memory.max={value}: {e}"));
-        let file = if host.is_v2() { "memory.max" } else { "memory.limit_in_bytes" };
+        cg.apply(&limits(&[("memory.max", value)]))
+            .unwrap_or_else(|e| panic!("memory.max={value}: {e}"));
+        let file = if host.is_v2() {
+            "memory.max"
+        } else {
+            "memory.limit_in_bytes"
+        };
         let got = std::fs::read_to_string(cg.dir(Controller::Memory).unwrap().join(file)).unwrap();
         assert_eq!(got.trim(), bytes.to_string());
     }
@@ -91,7 +125,9 @@ fn lifecycle_add_procs_kill_remove() {
 
 #[test]
 fn fork_bomb_stops_at_process_limit() {
-    let Some(host) = host_backend("fork bomb") else { return };
+    let Some(host) = host_backend("fork bomb") else {
+        return;
+    };
     let _s = serial();
     let parent = TestParent::new(&host);
     let bomb_cg = parent.tenant("bomb");
@@ -112,26 +148,39 @@ fn fork_bomb_stops_at_process_limit() {
         std::thread::sleep(Duration::from_millis(50));
     }
     println!("fork bomb: processes sampled up to {peak}");
-    assert!((10..=20).contains(&peak), "bomb runs but stays at the limit: {peak}");
+    assert!(
+        (10..=20).contains(&peak),
+        "bomb runs but stays at the limit: {peak}"
+    );
     let hits = bomb_cg.faults().unwrap().pids_max_hits;
     println!("fork bomb: pids max hits {hits}");
     assert!(hits > 0);
     // The neighbour still gets work done while the bomb runs.
     let t0 = Instant::now();
     let mut n = spawn_in(&neighbour, "echo neighbour-ok");
-    let st = n.wait_for(Duration::from_secs(5)).expect("neighbour command finishes within 5 s");
+    let st = n
+        .wait_for(Duration::from_secs(5))
+        .expect("neighbour command finishes within 5 s");
     let mut out = String::new();
     n.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
     println!("fork bomb: neighbour command took {:?}", t0.elapsed());
-    assert!(st.success() && out.trim() == "neighbour-ok", "{st:?} {out:?}");
-    assert!(!bomb_cg.procs().unwrap().is_empty(), "bomb still running during the neighbour check");
+    assert!(
+        st.success() && out.trim() == "neighbour-ok",
+        "{st:?} {out:?}"
+    );
+    assert!(
+        !bomb_cg.procs().unwrap().is_empty(),
+        "bomb still running during the neighbour check"
+    );
     bomb_cg.kill_all().unwrap();
     assert!(bomb_cg.procs().unwrap().is_empty());
 }
 
 #[test]
 fn memory_hog_is_oom_killed_and_neighbour_untouched() {
-    let Some(host) = host_backend("memory hog") else { return };
+    let Some(host) = host_backend("memory hog") else {
+        return;
+    };
     let _s = serial();
     let parent = TestParent::new(&host);
     let hog_cg = parent.tenant("hog");
@@ -139,15 +188,24 @@ fn memory_hog_is_oom_killed_and_neighbour_untouched() {
     hog_cg.apply(&limits(&[("memory.max", "64M")])).unwrap();
     let mut quiet = spawn_in(&neighbour, "exec sleep 30");
     // dd's 200 MiB buffer is filled by read(2) from /dev/zero: every page touched.
-    let mut hog = spawn_in(&hog_cg, "exec timeout -s KILL 20 dd if=/dev/zero of=/dev/null bs=200M count=1");
+    let mut hog = spawn_in(
+        &hog_cg,
+        "exec timeout -s KILL 20 dd if=/dev/zero of=/dev/null bs=200M count=1",
+    );
     let st = hog.wait_for(Duration::from_secs(25)).expect("hog ends");
     // GNU timeout passes its child's death by SIGKILL on by killing itself the same way.
     let sig = std::os::unix::process::ExitStatusExt::signal(&st);
-    assert!(sig == Some(libc::SIGKILL) || st.code() == Some(137), "hog was killed: {st:?}");
+    assert!(
+        sig == Some(libc::SIGKILL) || st.code() == Some(137),
+        "hog was killed: {st:?}"
+    );
     let f = hog_cg.faults().unwrap();
     println!("memory hog: {f:?}");
     assert!(f.oom_kills > 0 && f.memory_max_hits > 0, "{f:?}");
-    assert!(quiet.0.try_wait().unwrap().is_none(), "neighbour still running");
+    assert!(
+        quiet.0.try_wait().unwrap().is_none(),
+        "neighbour still running"
+    );
     let nf = neighbour.faults().unwrap();
     assert_eq!((nf.oom_kills, nf.memory_max_hits), (0, 0), "{nf:?}");
     assert_eq!(neighbour.procs().unwrap(), vec![quiet.pid()]);
@@ -155,23 +213,31 @@ fn memory_hog_is_oom_killed_and_neighbour_untouched() {
 
 #[test]
 fn cpu_limit_holds_at_50_percent() {
-    let Some(host) = host_backend("cpu 50%") else { return };
+    let Some(host) = host_backend("cpu 50%") else {
+        return;
+    };
     let _s = serial();
     let parent = TestParent::new(&host);
     let cg = parent.tenant("cpu");
     // Highest weight so sibling tenants under corral/ cannot starve the
     // group below its quota; the quota is what is measured.
-    cg.apply(&limits(&[("cpu", "50%"), ("cpu.weight", "10000")])).unwrap();
+    cg.apply(&limits(&[("cpu", "50%"), ("cpu.weight", "10000")]))
+        .unwrap();
     let _loops = busy_loops(&cg, 25);
     std::thread::sleep(Duration::from_millis(500));
     assert_cpu_near(&cg, "cpu 50%", 0.5, 0.10, 3.0, 6);
     let f = cg.faults().unwrap();
-    assert!(f.cpu_throttled_periods > 0 && f.cpu_throttled_ns > 0, "{f:?}");
+    assert!(
+        f.cpu_throttled_periods > 0 && f.cpu_throttled_ns > 0,
+        "{f:?}"
+    );
 }
 
 #[test]
 fn cpu_limit_changes_live() {
-    let Some(host) = host_backend("live cpu change") else { return };
+    let Some(host) = host_backend("live cpu change") else {
+        return;
+    };
     let _s = serial();
     let parent = TestParent::new(&host);
     let cg = parent.tenant("live");
@@ -184,12 +250,17 @@ fn cpu_limit_changes_live() {
     cg.apply(&l).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let best = assert_cpu_near(&cg, "cpu 80% (changed live)", 0.8, 0.10, 2.5, 6);
-    assert!(best > 0.2 * 1.1 + 0.05, "usage did not follow the raised limit: at most {best:.3}");
+    assert!(
+        best > 0.2 * 1.1 + 0.05,
+        "usage did not follow the raised limit: at most {best:.3}"
+    );
 }
 
 #[test]
 fn direct_io_is_throttled_on_a_loop_device() {
-    let Some(host) = host_backend("io") else { return };
+    let Some(host) = host_backend("io") else {
+        return;
+    };
     let _s = serial();
     let dev = match LoopDevice::new(64 << 20) {
         Ok(d) => d,
@@ -201,10 +272,19 @@ fn direct_io_is_throttled_on_a_loop_device() {
     let parent = TestParent::new(&host);
     let cg = parent.tenant("io");
     let dev_path = dev.path().to_str().unwrap().to_string();
-    cg.apply(&limits(&[("io.write_bps", "2M"), ("io.devices", &dev_path)])).unwrap();
+    cg.apply(&limits(&[
+        ("io.write_bps", "2M"),
+        ("io.devices", &dev_path),
+    ]))
+    .unwrap();
     let total: u64 = 6 << 20;
     let t0 = Instant::now();
-    let mut dd = spawn_in(&cg, &format!("exec timeout -s KILL 30 dd if=/dev/zero of={dev_path} bs=256K count=24 oflag=direct"));
+    let mut dd = spawn_in(
+        &cg,
+        &format!(
+            "exec timeout -s KILL 30 dd if=/dev/zero of={dev_path} bs=256K count=24 oflag=direct"
+        ),
+    );
     let st = dd.wait_for(Duration::from_secs(35)).expect("dd ends");
     let secs = t0.elapsed().as_secs_f64();
     assert!(st.success(), "dd: {st:?}");
@@ -217,30 +297,57 @@ fn direct_io_is_throttled_on_a_loop_device() {
 
 #[test]
 fn bad_limits_change_nothing_on_a_live_cgroup() {
-    let Some(host) = host_backend("bad limits") else { return };
+    let Some(host) = host_backend("bad limits") else {
+        return;
+    };
     let _s = serial();
     let parent = TestParent::new(&host);
     let cg = parent.tenant("bad");
-    cg.apply(&limits(&[("cpu", "30%"), ("processes", "50")])).unwrap();
+    cg.apply(&limits(&[("cpu", "30%"), ("processes", "50")]))
+        .unwrap();
     let read_all = || -> Vec<String> {
         let mut v = Vec::new();
         for d in cg.dirs() {
-            let mut names: Vec<_> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().path()).collect();
+            let mut names: Vec<_> = std::fs::read_dir(&d)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
             names.sort();
             for p in names {
                 let name = p.file_name().unwrap().to_string_lossy().to_string();
                 // Values only: counters and stat files may move on their own.
-                if [".max", "_us", ".shares", "_in_bytes", "_device", ".weight", ".high"].iter().any(|s| name.ends_with(s)) {
-                    v.push(format!("{name}={}", std::fs::read_to_string(&p).unwrap_or_default()));
+                if [
+                    ".max",
+                    "_us",
+                    ".shares",
+                    "_in_bytes",
+                    "_device",
+                    ".weight",
+                    ".high",
+                ]
+                .iter()
+                .any(|s| name.ends_with(s))
+                {
+                    v.push(format!(
+                        "{name}={}",
+                        std::fs::read_to_string(&p).unwrap_or_default()
+                    ));
                 }
             }
         }
         v
     };
     let before = read_all();
-    let mut bad = limits(&[("cpu", "90%"), ("memory.max", "64M"), ("io.write_bps", "1M")]);
+    let mut bad = limits(&[
+        ("cpu", "90%"),
+        ("memory.max", "64M"),
+        ("io.write_bps", "1M"),
+    ]);
     bad.io.devices = vec!["/dev/nope".into()];
     let e = cg.apply(&bad).unwrap_err();
-    assert_eq!(e.to_string(), "limits.io.devices: device /dev/nope: no such device");
+    assert_eq!(
+        e.to_string(),
+        "limits.io.devices: device /dev/nope: no such device"
+    );
     assert_eq!(read_all(), before);
 }

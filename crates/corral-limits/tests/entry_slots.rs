@@ -14,7 +14,9 @@ const HELPER_ENV: &str = "CORRAL_ENTRY_HELPER";
 /// holds the slot until stdin reaches EOF (at most 30 s).
 #[test]
 fn entry_helper() {
-    let Ok(spec) = std::env::var(HELPER_ENV) else { return };
+    let Ok(spec) = std::env::var(HELPER_ENV) else {
+        return;
+    };
     let (dir, limit) = spec.rsplit_once(':').unwrap();
     let slots = EntrySlots::open(Path::new(dir), limit.parse().unwrap()).unwrap();
     let guard = match slots.try_acquire() {
@@ -101,7 +103,10 @@ fn n_plus_one_processes_one_refused() {
     let mut helpers: Vec<Helper> = (0..=n).map(|_| Helper::start(&dir, n)).collect();
     let results: Vec<String> = helpers.iter_mut().map(Helper::result).collect();
     let refused = results.iter().filter(|r| *r == "full").count();
-    let mut slots: Vec<&str> = results.iter().filter_map(|r| r.strip_prefix("ok ")).collect();
+    let mut slots: Vec<&str> = results
+        .iter()
+        .filter_map(|r| r.strip_prefix("ok "))
+        .collect();
     slots.sort();
     println!("entry slots: {results:?}");
     assert_eq!(refused, 1, "{results:?}");
@@ -109,7 +114,10 @@ fn n_plus_one_processes_one_refused() {
     let slots_view = EntrySlots::open(&dir, n).unwrap();
     assert_eq!(slots_view.in_use().unwrap(), n);
     assert_eq!(slots_view.rejections().unwrap(), 1);
-    assert!(matches!(slots_view.try_acquire(), Err(EntryError::Full { limit: 4 })));
+    assert!(matches!(
+        slots_view.try_acquire(),
+        Err(EntryError::Full { limit: 4 })
+    ));
     assert_eq!(slots_view.rejections().unwrap(), 2);
     for h in &mut helpers {
         h.release();
@@ -124,13 +132,25 @@ fn slot_of_a_killed_process_comes_back() {
     let slots = EntrySlots::open(&dir, 1).unwrap();
     let mut holder = Helper::start(&dir, 1);
     assert_eq!(holder.result(), "ok 0");
-    assert!(matches!(slots.try_acquire(), Err(EntryError::Full { limit: 1 })));
+    assert!(matches!(
+        slots.try_acquire(),
+        Err(EntryError::Full { limit: 1 })
+    ));
     assert_eq!(slots.rejections().unwrap(), 1);
     // SIGKILL: no destructor runs, the kernel drops the lock with the process.
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(holder.child.id() as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(holder.child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
     let st = holder.child.wait().unwrap();
-    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&st), Some(libc::SIGKILL));
-    let g = slots.try_acquire().expect("slot is free again after the holder died");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&st),
+        Some(libc::SIGKILL)
+    );
+    let g = slots
+        .try_acquire()
+        .expect("slot is free again after the holder died");
     assert_eq!(g.slot(), 0);
     assert_eq!(slots.rejections().unwrap(), 1);
 }
@@ -148,11 +168,16 @@ fn guard_fd_is_not_inherited_across_exec() {
     let until = Instant::now() + Duration::from_secs(2);
     let free = loop {
         match slots.try_acquire() {
-            Err(EntryError::Full { .. }) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
+            Err(EntryError::Full { .. }) if Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
             r => break r,
         }
     };
     let _ = child.kill();
     let _ = child.wait();
-    assert!(free.is_ok(), "slot still held through an inherited descriptor: {free:?}");
+    assert!(
+        free.is_ok(),
+        "slot still held through an inherited descriptor: {free:?}"
+    );
 }

@@ -144,7 +144,11 @@ pub(crate) fn read_plan(
     out: &mut Vec<LimitEntry>,
 ) -> Result<(), ProfileError> {
     let lines = line_starts(text);
-    let src = Source { path, text, lines: &lines };
+    let src = Source {
+        path,
+        text,
+        lines: &lines,
+    };
     let doc = toml_edit::ImDocument::parse(text).map_err(|e| src.syntax_error(&e))?;
     flatten(&Table::root(src, doc.as_table()), "", out)
 }

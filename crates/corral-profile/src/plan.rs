@@ -47,27 +47,63 @@ pub struct Namespaces {
 #[serde(tag = "op", rename_all = "kebab-case")]
 pub enum MountOp {
     /// bind / ro-bind / dev-bind and their -try forms.
-    Bind { src: PathBuf, dst: PathBuf, ro: bool, dev: bool, optional: bool },
-    Tmpfs { dst: PathBuf, size: Option<u64>, mode: u32 },
-    Dir { dst: PathBuf, mode: u32 },
-    Symlink { target: PathBuf, dst: PathBuf },
-    File { dst: PathBuf, content: String, mode: u32 },
+    Bind {
+        src: PathBuf,
+        dst: PathBuf,
+        ro: bool,
+        dev: bool,
+        optional: bool,
+    },
+    Tmpfs {
+        dst: PathBuf,
+        size: Option<u64>,
+        mode: u32,
+    },
+    Dir {
+        dst: PathBuf,
+        mode: u32,
+    },
+    Symlink {
+        target: PathBuf,
+        dst: PathBuf,
+    },
+    File {
+        dst: PathBuf,
+        content: String,
+        mode: u32,
+    },
     /// Copy a host file's content into a new file (not a bind).
-    Copy { src: PathBuf, dst: PathBuf, mode: Option<u32> },
-    Proc { dst: PathBuf },
+    Copy {
+        src: PathBuf,
+        dst: PathBuf,
+        mode: Option<u32>,
+    },
+    Proc {
+        dst: PathBuf,
+    },
     /// A minimal /dev: null zero full random urandom tty, pts, shm.
-    Dev { dst: PathBuf },
-    RemountRo { dst: PathBuf },
+    Dev {
+        dst: PathBuf,
+    },
+    RemountRo {
+        dst: PathBuf,
+    },
     /// Mask a path: an empty read-only tmpfs on a directory, /dev/null on a file.
-    Hide { dst: PathBuf },
+    Hide {
+        dst: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum TmpPlan {
     /// A disk-backed host directory (created 01700 owned by the tenant) bound on /tmp.
-    Disk { host_dir: PathBuf },
-    Tmpfs { size: Option<u64> },
+    Disk {
+        host_dir: PathBuf,
+    },
+    Tmpfs {
+        size: Option<u64>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

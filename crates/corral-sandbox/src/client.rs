@@ -2,7 +2,10 @@
 
 use crate::proto::{self, Reply, Request};
 use nix::errno::Errno;
-use nix::sys::socket::{connect, recv, sendmsg, socket, AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType, UnixAddr};
+use nix::sys::socket::{
+    connect, recv, sendmsg, socket, AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType,
+    UnixAddr,
+};
 use std::io::IoSlice;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
@@ -16,7 +19,12 @@ pub struct Client {
 
 impl Client {
     pub fn connect(path: &Path) -> Result<Client, Errno> {
-        let fd = socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None)?;
+        let fd = socket(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )?;
         connect(fd.as_raw_fd(), &UnixAddr::new(path)?)?;
         Ok(Client { fd })
     }
@@ -31,7 +39,13 @@ impl Client {
         let iov = [IoSlice::new(&body)];
         let rights = [ControlMessage::ScmRights(fds)];
         let cmsgs: &[ControlMessage] = if fds.is_empty() { &[] } else { &rights };
-        sendmsg::<()>(self.fd.as_raw_fd(), &iov, cmsgs, MsgFlags::MSG_NOSIGNAL, None)?;
+        sendmsg::<()>(
+            self.fd.as_raw_fd(),
+            &iov,
+            cmsgs,
+            MsgFlags::MSG_NOSIGNAL,
+            None,
+        )?;
         Ok(())
     }
 

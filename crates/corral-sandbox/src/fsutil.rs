@@ -33,7 +33,13 @@ pub fn openat_beneath(dirfd: RawFd, path: &str, flags: i32, mode: u32) -> Result
     // SAFETY: `c` is a valid NUL-terminated string and `how` a properly laid
     // out struct open_how that lives across the call; the kernel copies both.
     let fd = unsafe {
-        libc::syscall(libc::SYS_openat2, dirfd, c.as_ptr(), &how as *const OpenHow, std::mem::size_of::<OpenHow>())
+        libc::syscall(
+            libc::SYS_openat2,
+            dirfd,
+            c.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
     };
     if fd < 0 {
         return Err(Errno::last());
@@ -85,7 +91,12 @@ pub fn ensure(root: RawFd, dst: &Path, kind: Kind) -> Result<OwnedFd, Errno> {
             if r == 0 {
                 chmod_at(parent_fd.as_raw_fd(), &cname, mode)?;
             }
-            openat_beneath(parent_fd.as_raw_fd(), name, libc::O_PATH | libc::O_DIRECTORY, 0)
+            openat_beneath(
+                parent_fd.as_raw_fd(),
+                name,
+                libc::O_PATH | libc::O_DIRECTORY,
+                0,
+            )
         }
         Kind::File(mode) => {
             match openat_beneath(parent_fd.as_raw_fd(), name, libc::O_PATH, 0) {
@@ -178,7 +189,12 @@ const AT_RECURSIVE: u32 = 0x8000;
 /// Set mount attributes on the mount at `fd` and every mount below it.
 /// Falls back to a remount of the top mount on kernels before 5.12.
 pub fn set_attrs_recursive(fd: &OwnedFd, attrs: u64) -> Result<(), Errno> {
-    let attr = MountAttr { attr_set: attrs, attr_clr: 0, propagation: 0, userns_fd: 0 };
+    let attr = MountAttr {
+        attr_set: attrs,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
     let empty = c"";
     // SAFETY: valid fd, empty NUL-terminated path with AT_EMPTY_PATH, and a
     // struct mount_attr of the size we pass; the kernel only reads it.
@@ -208,5 +224,11 @@ pub fn set_attrs_recursive(fd: &OwnedFd, attrs: u64) -> Result<(), Errno> {
     if attrs & MOUNT_ATTR_NODEV != 0 {
         flags |= nix::mount::MsFlags::MS_NODEV;
     }
-    nix::mount::mount(None::<&str>, fd_path(fd).as_str(), None::<&str>, flags, None::<&str>)
+    nix::mount::mount(
+        None::<&str>,
+        fd_path(fd).as_str(),
+        None::<&str>,
+        flags,
+        None::<&str>,
+    )
 }

@@ -10,7 +10,9 @@ use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
-use nix::sys::socket::{accept4, getsockopt, recvmsg, send, sockopt, ControlMessageOwned, MsgFlags, SockFlag};
+use nix::sys::socket::{
+    accept4, getsockopt, recvmsg, send, sockopt, ControlMessageOwned, MsgFlags, SockFlag,
+};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
@@ -74,12 +76,22 @@ pub fn main() -> ! {
     }
     // The listener is polled: accept must never block the loop.
     // SAFETY: fcntl on our own fd.
-    unsafe { libc::fcntl(4, libc::F_SETFL, libc::fcntl(4, libc::F_GETFL) | libc::O_NONBLOCK) };
+    unsafe {
+        libc::fcntl(
+            4,
+            libc::F_SETFL,
+            libc::fcntl(4, libc::F_GETFL) | libc::O_NONBLOCK,
+        )
+    };
     // Whatever else `corral up`'s caller leaked to us (a make jobserver,
     // a test harness pipe...) must not live on in the sandbox's pid 1.
     let _ = corral_security::fds::close_fds_from(5);
     // Never hold the caller's terminal or pipes open.
-    let devnull = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").map(OwnedFd::from);
+    let devnull = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .map(OwnedFd::from);
     if let Ok(d) = &devnull {
         for fd in 0..3 {
             // SAFETY: dup2 onto stdio.
@@ -89,7 +101,9 @@ pub fn main() -> ! {
     // Tenant processes must not be able to read our memory or /proc/1/exe.
     // SAFETY: prctl with integer arguments only.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
-    let result = devnull.map_err(|e| format!("open /dev/null: {e}")).and_then(|d| prepare(&mut setup, d, buf));
+    let result = devnull
+        .map_err(|e| format!("open /dev/null: {e}"))
+        .and_then(|d| prepare(&mut setup, d, buf));
     let init = match result {
         Ok(i) => i,
         Err(message) => {
@@ -100,7 +114,12 @@ pub fn main() -> ! {
     let mut init = init;
     if let Some(f) = init.filter.take() {
         if let Err(e) = f.apply() {
-            let _ = send_setup(&mut setup, &SetupReply::Failed { message: format!("install the seccomp filter in the init: {e}") });
+            let _ = send_setup(
+                &mut setup,
+                &SetupReply::Failed {
+                    message: format!("install the seccomp filter in the init: {e}"),
+                },
+            );
             std::process::exit(1);
         }
     }
@@ -122,10 +141,19 @@ pub fn main() -> ! {
 
 fn failed_reply(e: crate::spawn::SpawnError) -> Reply {
     match e {
-        crate::spawn::SpawnError::Child { step, errno } => Reply::Failed { step: step.to_string(), errno: errno as i32 },
+        crate::spawn::SpawnError::Child { step, errno } => Reply::Failed {
+            step: step.to_string(),
+            errno: errno as i32,
+        },
         // clone refused: EAGAIN at the process limit, ENOMEM...
-        crate::spawn::SpawnError::Fork(errno) => Reply::Failed { step: "fork".into(), errno: errno as i32 },
-        e => Reply::Failed { step: e.to_string(), errno: 0 },
+        crate::spawn::SpawnError::Fork(errno) => Reply::Failed {
+            step: "fork".into(),
+            errno: errno as i32,
+        },
+        e => Reply::Failed {
+            step: e.to_string(),
+            errno: 0,
+        },
     }
 }
 
@@ -137,14 +165,19 @@ fn send_setup(f: &mut std::fs::File, r: &SetupReply) -> std::io::Result<()> {
 
 fn prepare(setup: &mut std::fs::File, devnull: OwnedFd, recv_buf: Vec<u8>) -> Result<Init, String> {
     let mut len = [0u8; 4];
-    setup.read_exact(&mut len).map_err(|e| format!("read setup: {e}"))?;
+    setup
+        .read_exact(&mut len)
+        .map_err(|e| format!("read setup: {e}"))?;
     let mut buf = vec![0u8; u32::from_le_bytes(len) as usize];
-    setup.read_exact(&mut buf).map_err(|e| format!("read setup: {e}"))?;
+    setup
+        .read_exact(&mut buf)
+        .map_err(|e| format!("read setup: {e}"))?;
     let s: Setup = serde_json::from_slice(&buf).map_err(|e| format!("decode setup: {e}"))?;
     drop(buf);
     crate::rootfs::build(&s.plan, &s.root).map_err(|e| e.to_string())?;
     if s.plan.namespaces.uts {
-        nix::unistd::sethostname(&s.plan.hostname).map_err(|e| format!("sethostname {}: {e}", s.plan.hostname))?;
+        nix::unistd::sethostname(&s.plan.hostname)
+            .map_err(|e| format!("sethostname {}: {e}", s.plan.hostname))?;
     }
     let limits = corral_limits::Limits::from_source(&s.plan.limits).map_err(|e| e.to_string())?;
     let groups: Vec<libc::gid_t> = s.plan.tenant.groups.iter().map(|g| g.1).collect();
@@ -156,13 +189,19 @@ fn prepare(setup: &mut std::fs::File, devnull: OwnedFd, recv_buf: Vec<u8>) -> Re
     let filter = corral_security::seccomp::build(&s.plan.seccomp).map_err(|e| e.to_string())?;
     let mut inherited = s.plan.seccomp.clone();
     inherited.enabled = false;
-    let security = corral_security::prepare(&inherited, s.plan.tenant.uid, s.plan.tenant.gid, &groups)
-        .map_err(|e| e.to_string())?
-        .drop_bounding_set_for_children()
-        .map_err(|e| format!("drop the capability bounding set: {e}"))?;
+    let security =
+        corral_security::prepare(&inherited, s.plan.tenant.uid, s.plan.tenant.gid, &groups)
+            .map_err(|e| e.to_string())?
+            .drop_bounding_set_for_children()
+            .map_err(|e| format!("drop the capability bounding set: {e}"))?;
     // /dev/null inside the sandbox if the profile has one (what spawned
     // processes get for missing stdio); else the host one we opened before.
-    let devnull = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").map(OwnedFd::from).unwrap_or(devnull);
+    let devnull = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .map(OwnedFd::from)
+        .unwrap_or(devnull);
     let stack = ChildStack::new().map_err(|e| format!("map the spawn stack: {e}"))?;
     Ok(Init {
         stack,
@@ -185,17 +224,26 @@ fn prepare(setup: &mut std::fs::File, devnull: OwnedFd, recv_buf: Vec<u8>) -> Re
 impl Init {
     fn serve(mut self, listener: OwnedFd) -> ! {
         let mut mask = SigSet::empty();
-        for s in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        for s in [
+            Signal::SIGCHLD,
+            Signal::SIGTERM,
+            Signal::SIGINT,
+            Signal::SIGHUP,
+        ] {
             mask.add(s);
         }
         mask.thread_block().expect("block signals");
-        let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK).expect("signalfd");
+        let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+            .expect("signalfd");
         loop {
             let ids: Vec<u64> = self.conns.keys().copied().collect();
             let timeout = self.next_deadline();
             let mut ready = Vec::new();
             {
-                let mut fds = vec![PollFd::new(sfd.as_fd(), PollFlags::POLLIN), PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+                let mut fds = vec![
+                    PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
+                    PollFd::new(listener.as_fd(), PollFlags::POLLIN),
+                ];
                 for id in &ids {
                     fds.push(PollFd::new(self.conns[id].as_fd(), PollFlags::POLLIN));
                 }
@@ -243,7 +291,10 @@ impl Init {
     }
 
     fn accept(&mut self, listener: &OwnedFd) {
-        while let Ok(fd) = accept4(listener.as_raw_fd(), SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK) {
+        while let Ok(fd) = accept4(
+            listener.as_raw_fd(),
+            SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        ) {
             // SAFETY: accept4 returned a new fd that we own.
             let fd = unsafe { OwnedFd::from_raw_fd(fd) };
             // Only root on the host may drive the init.
@@ -266,7 +317,16 @@ impl Init {
         let mut buf = std::mem::take(&mut self.buf);
         let received = self.receive(id, &mut buf);
         // Requests own their data: the buffer goes back before handling.
-        let decoded = received.map(|(n, fds)| (if n == 0 { None } else { Some(proto::decode::<Request>(&buf[..n])) }, fds));
+        let decoded = received.map(|(n, fds)| {
+            (
+                if n == 0 {
+                    None
+                } else {
+                    Some(proto::decode::<Request>(&buf[..n]))
+                },
+                fds,
+            )
+        });
         self.buf = buf;
         let (request, fds) = match decoded {
             None => return, // nothing to read after all (EAGAIN/EINTR)
@@ -279,14 +339,28 @@ impl Init {
         let reply = match request {
             Ok(Request::Spawn(req)) => self.spawn(id, &req, fds),
             Ok(Request::Run(run)) => {
-                let env = crate::spawn::environment_of(&self.env_rules, run.caller_env.into_iter(), &run.extra_env);
+                let env = crate::spawn::environment_of(
+                    &self.env_rules,
+                    run.caller_env.into_iter(),
+                    &run.extra_env,
+                );
                 let cwd = run.cwd.unwrap_or_else(|| self.workdir.clone());
-                let req = SpawnRequest { argv: run.argv, env, cwd, timeout_ms: 0, detach: false, announce: false, nfds: run.nfds };
+                let req = SpawnRequest {
+                    argv: run.argv,
+                    env,
+                    cwd,
+                    timeout_ms: 0,
+                    detach: false,
+                    announce: false,
+                    nfds: run.nfds,
+                };
                 self.spawn(id, &req, fds)
             }
             Ok(Request::Signal { pid, signal }) => Some(self.signal(id, pid, signal)),
             Ok(Request::Status) => Some(Reply::Status(self.status())),
-            Err(e) => Some(Reply::Error { message: format!("bad request: {e}") }),
+            Err(e) => Some(Reply::Error {
+                message: format!("bad request: {e}"),
+            }),
         };
         if let Some(reply) = reply {
             self.reply(id, &reply);
@@ -325,16 +399,39 @@ impl Init {
     fn spawn(&mut self, id: u64, req: &SpawnRequest, fds: Vec<OwnedFd>) -> Option<Reply> {
         let null = self.devnull.as_raw_fd();
         let stdio = [0, 1, 2].map(|i| Some(fds.get(i).map(|f| f.as_raw_fd()).unwrap_or(null)));
-        let spec = ExecSpec { argv: &req.argv, env: &req.env, cwd: &req.cwd, stdio, new_session: true, preserve_fds: 0, cgroup_entry: Vec::new(), reset_signals: Some(&self.reset_signals), reset_sched: self.reset_sched };
+        let spec = ExecSpec {
+            argv: &req.argv,
+            env: &req.env,
+            cwd: &req.cwd,
+            stdio,
+            new_session: true,
+            preserve_fds: 0,
+            cgroup_entry: Vec::new(),
+            reset_signals: Some(&self.reset_signals),
+            reset_sched: self.reset_sched,
+        };
         let exec = match Exec::prepare(&self.security, &self.rlimits, spec) {
             Ok(e) => e,
-            Err(e) => return Some(Reply::Failed { step: e.to_string(), errno: 0 }),
+            Err(e) => {
+                return Some(Reply::Failed {
+                    step: e.to_string(),
+                    errno: 0,
+                })
+            }
         };
         match exec.spawn(&mut self.stack) {
             Ok(pid) => {
                 self.spawned_total += 1;
-                let deadline = (req.timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(req.timeout_ms));
-                self.children.insert(pid.as_raw(), Child { conn: (!req.detach).then_some(id), deadline, timed_out: false });
+                let deadline = (req.timeout_ms > 0)
+                    .then(|| Instant::now() + Duration::from_millis(req.timeout_ms));
+                self.children.insert(
+                    pid.as_raw(),
+                    Child {
+                        conn: (!req.detach).then_some(id),
+                        deadline,
+                        timed_out: false,
+                    },
+                );
                 // It has exec'd (spawn returns only then). Unannounced, the
                 // one reply is `Exited`, when it has exited.
                 (req.announce || req.detach).then_some(Reply::Spawned { pid: pid.as_raw() })
@@ -359,7 +456,9 @@ impl Init {
                 let _ = kill(Pid::from_raw(-pid), sig);
                 Reply::Status(self.status())
             }
-            _ => Reply::Error { message: format!("pid {pid} was not spawned by this connection") },
+            _ => Reply::Error {
+                message: format!("pid {pid} was not spawned by this connection"),
+            },
         }
     }
 
@@ -376,7 +475,9 @@ impl Init {
         loop {
             match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::Exited(pid, code)) => self.exited(pid.as_raw(), Some(code), None),
-                Ok(WaitStatus::Signaled(pid, sig, _)) => self.exited(pid.as_raw(), None, Some(sig as i32)),
+                Ok(WaitStatus::Signaled(pid, sig, _)) => {
+                    self.exited(pid.as_raw(), None, Some(sig as i32))
+                }
                 Ok(WaitStatus::StillAlive) | Err(_) => break,
                 Ok(_) => {}
             }
@@ -385,8 +486,21 @@ impl Init {
 
     fn exited(&mut self, pid: i32, code: Option<i32>, signal: Option<i32>) {
         // Orphans re-parented to us are reaped too; only our own spawns report.
-        if let Some(Child { conn: Some(id), timed_out, .. }) = self.children.remove(&pid) {
-            self.reply(id, &Reply::Exited { pid, code, signal, timed_out });
+        if let Some(Child {
+            conn: Some(id),
+            timed_out,
+            ..
+        }) = self.children.remove(&pid)
+        {
+            self.reply(
+                id,
+                &Reply::Exited {
+                    pid,
+                    code,
+                    signal,
+                    timed_out,
+                },
+            );
             // Nothing the connection started runs any more: its work is
             // done, and the init closes it now instead of being woken
             // again only to see the client close it (the client still

@@ -39,18 +39,32 @@ pub fn load(layout: &Layout, tenant: &str) -> Result<Target, JoinError> {
         Ok(Some(s)) if s.init_alive() => s,
         // Dead, never up, or a state file a crash cut short: (re)build.
         Ok(_) => return Err(JoinError::NotUp(tenant.to_string())),
-        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return Err(JoinError::NotUp(tenant.to_string())),
-        Err(e) => return Err(JoinError::Other(format!("read {}: {e}", dir.state().display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            return Err(JoinError::NotUp(tenant.to_string()))
+        }
+        Err(e) => {
+            return Err(JoinError::Other(format!(
+                "read {}: {e}",
+                dir.state().display()
+            )))
+        }
     };
-    let raw = std::fs::read(dir.plan()).map_err(|e| JoinError::Other(format!("read {}: {e}", dir.plan().display())))?;
-    let plan: Plan = serde_json::from_slice(&raw).map_err(|e| JoinError::Other(format!("parse {}: {e}", dir.plan().display())))?;
+    let raw = std::fs::read(dir.plan())
+        .map_err(|e| JoinError::Other(format!("read {}: {e}", dir.plan().display())))?;
+    let plan: Plan = serde_json::from_slice(&raw)
+        .map_err(|e| JoinError::Other(format!("parse {}: {e}", dir.plan().display())))?;
     // Live changes (`corral limits set`) live in limits.json; the plan's
     // limits are the fallback for a state dir written without it.
     let limits = match std::fs::read(dir.limits()) {
-        Ok(b) => serde_json::from_slice(&b).map_err(|e| JoinError::Other(format!("parse {}: {e}", dir.limits().display())))?,
+        Ok(b) => serde_json::from_slice(&b)
+            .map_err(|e| JoinError::Other(format!("parse {}: {e}", dir.limits().display())))?,
         Err(_) => Limits::from_source(&plan.limits).map_err(|e| JoinError::Other(e.to_string()))?,
     };
-    Ok(Target { state, plan, limits })
+    Ok(Target {
+        state,
+        plan,
+        limits,
+    })
 }
 
 /// Take an entry-process slot for the tenant (released when the guard drops).
@@ -58,12 +72,20 @@ pub fn entry(layout: &Layout, t: &Target) -> Result<Option<EntryGuard>, JoinErro
     entry_slot(layout, &t.state.tenant, t.limits.entry_processes)
 }
 
-fn entry_slot(layout: &Layout, tenant: &str, limit: Option<u32>) -> Result<Option<EntryGuard>, JoinError> {
+fn entry_slot(
+    layout: &Layout,
+    tenant: &str,
+    limit: Option<u32>,
+) -> Result<Option<EntryGuard>, JoinError> {
     let Some(limit) = limit else { return Ok(None) };
-    let slots = EntrySlots::open(&layout.tenant(tenant).entry(), limit).map_err(|e| JoinError::Other(e.to_string()))?;
+    let slots = EntrySlots::open(&layout.tenant(tenant).entry(), limit)
+        .map_err(|e| JoinError::Other(e.to_string()))?;
     match slots.try_acquire() {
         Ok(g) => Ok(Some(g)),
-        Err(corral_limits::EntryError::Full { limit }) => Err(JoinError::EntryLimit { tenant: tenant.to_string(), limit }),
+        Err(corral_limits::EntryError::Full { limit }) => Err(JoinError::EntryLimit {
+            tenant: tenant.to_string(),
+            limit,
+        }),
         Err(e) => Err(JoinError::Other(e.to_string())),
     }
 }
@@ -96,19 +118,44 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
     // process limit) and no tenant code runs unlimited.
     join_cgroup(&t.state)?;
     let groups: Vec<libc::gid_t> = t.plan.tenant.groups.iter().map(|g| g.1).collect();
-    let security = corral_security::prepare(&t.plan.seccomp, t.plan.tenant.uid, t.plan.tenant.gid, &groups)
-        .map_err(|e| JoinError::Other(e.to_string()))?;
+    let security = corral_security::prepare(
+        &t.plan.seccomp,
+        t.plan.tenant.uid,
+        t.plan.tenant.gid,
+        &groups,
+    )
+    .map_err(|e| JoinError::Other(e.to_string()))?;
     let rlimits = t.limits.rlimits();
     let fds = namespaces::open(&dir.ns(), &t.state.namespaces).map_err(SandboxError::from)?;
     namespaces::join(&fds).map_err(SandboxError::from)?;
     drop(fds);
     let env = environment(&t.plan, std::env::vars(), &opts.env);
-    let cwd = opts.cwd.clone().unwrap_or_else(|| t.plan.workdir.to_string_lossy().into_owned());
-    let spec = ExecSpec { argv: &opts.argv, env: &env, cwd: &cwd, stdio: [None; 3], new_session: false, preserve_fds: opts.preserve_fds, cgroup_entry: Vec::new(), reset_signals: None, reset_sched: crate::spawn::unusual_policy() };
+    let cwd = opts
+        .cwd
+        .clone()
+        .unwrap_or_else(|| t.plan.workdir.to_string_lossy().into_owned());
+    let spec = ExecSpec {
+        argv: &opts.argv,
+        env: &env,
+        cwd: &cwd,
+        stdio: [None; 3],
+        new_session: false,
+        preserve_fds: opts.preserve_fds,
+        cgroup_entry: Vec::new(),
+        reset_signals: None,
+        reset_sched: crate::spawn::unusual_policy(),
+    };
     let exec = Exec::prepare(&security, &rlimits, spec)?;
     let pid = exec.spawn(&mut ChildStack::new()?)?;
     CHILD.store(pid.as_raw(), Ordering::Relaxed);
-    for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGQUIT, Signal::SIGUSR1, Signal::SIGUSR2] {
+    for s in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+        Signal::SIGUSR1,
+        Signal::SIGUSR2,
+    ] {
         // SAFETY: `forward` only calls kill, which is async-signal-safe.
         unsafe { signal::signal(s, SigHandler::Handler(forward)) }.ok();
     }
@@ -136,20 +183,33 @@ fn join_cgroup(st: &TenantState) -> Result<(), JoinError> {
         st.cgroup_dirs.clone()
     } else if let Some(cg) = &st.cgroup {
         // State written by an older corral: find the cgroup the slow way.
-        let backend = Backend::detect(&st.cgroup_parent).map_err(|e| JoinError::Other(format!("cgroup: {e}")))?;
+        let backend = Backend::detect(&st.cgroup_parent)
+            .map_err(|e| JoinError::Other(format!("cgroup: {e}")))?;
         TenantCgroup::open(&backend, cg).map_err(err)?.dirs()
     } else {
         return Ok(());
     };
-    let single = std::fs::read_dir("/proc/self/task").map(|d| d.count() == 1).unwrap_or(false);
+    let single = std::fs::read_dir("/proc/self/task")
+        .map(|d| d.count() == 1)
+        .unwrap_or(false);
     for d in &dirs {
         let (file, value) = if single {
-            (std::fs::File::from(corral_limits::open_self_entry(d).map_err(err)?), "0".to_string())
+            (
+                std::fs::File::from(corral_limits::open_self_entry(d).map_err(err)?),
+                "0".to_string(),
+            )
         } else {
             let p = d.join("cgroup.procs");
-            (std::fs::OpenOptions::new().write(true).open(&p).map_err(|e| JoinError::Other(format!("join cgroup {}: {e}", p.display())))?, std::process::id().to_string())
+            (
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&p)
+                    .map_err(|e| JoinError::Other(format!("join cgroup {}: {e}", p.display())))?,
+                std::process::id().to_string(),
+            )
         };
-        std::io::Write::write_all(&mut &file, value.as_bytes()).map_err(|e| JoinError::Other(format!("join cgroup {}: {e}", d.display())))?;
+        std::io::Write::write_all(&mut &file, value.as_bytes())
+            .map_err(|e| JoinError::Other(format!("join cgroup {}: {e}", d.display())))?;
     }
     Ok(())
 }
@@ -170,14 +230,21 @@ fn wait_code(pid: Pid) -> Result<i32, JoinError> {
 fn start_failed(argv: &[String], step: &str, errno: i32) -> JoinError {
     let errno = nix::errno::Errno::from_raw(errno);
     if step.contains("not found") {
-        JoinError::Spawn(SpawnError::NotFound(argv.first().cloned().unwrap_or_default()))
+        JoinError::Spawn(SpawnError::NotFound(
+            argv.first().cloned().unwrap_or_default(),
+        ))
     } else if step == "fork" {
         JoinError::Spawn(SpawnError::Fork(errno))
     } else if errno as i32 == 0 {
         // A failure without an errno: the init's own words.
-        JoinError::Other(format!("the tenant init could not start the command: {step}"))
+        JoinError::Other(format!(
+            "the tenant init could not start the command: {step}"
+        ))
     } else {
-        JoinError::Spawn(SpawnError::Child { step: if step == "exec" { "exec" } else { "start" }, errno })
+        JoinError::Spawn(SpawnError::Child {
+            step: if step == "exec" { "exec" } else { "start" },
+            errno,
+        })
     }
 }
 
@@ -207,12 +274,26 @@ pub fn run_via_init(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i3
     let dir = layout.tenant(&t.state.tenant);
     let _slot = entry(layout, t)?;
     let env = environment(&t.plan, std::env::vars(), &opts.env);
-    let cwd = opts.cwd.clone().unwrap_or_else(|| t.plan.workdir.to_string_lossy().into_owned());
-    let req = SpawnRequest { argv: opts.argv.clone(), env, cwd, timeout_ms: 0, detach: false, announce: false, nfds: 3 };
-    let client = Client::connect(&dir.control()).map_err(|e| JoinError::Other(format!("connect to {}: {e}", dir.control().display())))?;
+    let cwd = opts
+        .cwd
+        .clone()
+        .unwrap_or_else(|| t.plan.workdir.to_string_lossy().into_owned());
+    let req = SpawnRequest {
+        argv: opts.argv.clone(),
+        env,
+        cwd,
+        timeout_ms: 0,
+        detach: false,
+        announce: false,
+        nfds: 3,
+    };
+    let client = Client::connect(&dir.control())
+        .map_err(|e| JoinError::Other(format!("connect to {}: {e}", dir.control().display())))?;
     match converse(&client, &Request::Spawn(req), &opts.argv)? {
         Answer::Code(code) => Ok(code),
-        Answer::Refused(message) => Err(JoinError::Other(format!("the tenant init refused the spawn request: {message}"))),
+        Answer::Refused(message) => Err(JoinError::Other(format!(
+            "the tenant init refused the spawn request: {message}"
+        ))),
     }
 }
 
@@ -226,15 +307,31 @@ pub fn run_via_init(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i3
 /// `Ok(None)`: this path does not apply (the tenant is not up, its state
 /// predates limits.json, or its init predates `Run`) and nothing was
 /// started; the caller takes the full path ([`load`], then [`run_via_init`]).
-pub fn run_fast(layout: &Layout, tenant: &str, opts: &RunOptions) -> Result<Option<i32>, JoinError> {
+pub fn run_fast(
+    layout: &Layout,
+    tenant: &str,
+    opts: &RunOptions,
+) -> Result<Option<i32>, JoinError> {
     use crate::client::Client;
     use crate::proto::{Request, RunRequest};
     let dir = layout.tenant(tenant);
-    let Ok(raw) = std::fs::read(dir.limits()) else { return Ok(None) };
-    let Ok(limits) = serde_json::from_slice::<Limits>(&raw) else { return Ok(None) };
-    let Ok(client) = Client::connect(&dir.control()) else { return Ok(None) };
+    let Ok(raw) = std::fs::read(dir.limits()) else {
+        return Ok(None);
+    };
+    let Ok(limits) = serde_json::from_slice::<Limits>(&raw) else {
+        return Ok(None);
+    };
+    let Ok(client) = Client::connect(&dir.control()) else {
+        return Ok(None);
+    };
     let _slot = entry_slot(layout, tenant, limits.entry_processes)?;
-    let req = RunRequest { argv: opts.argv.clone(), caller_env: std::env::vars().collect(), extra_env: opts.env.clone(), cwd: opts.cwd.clone(), nfds: 3 };
+    let req = RunRequest {
+        argv: opts.argv.clone(),
+        caller_env: std::env::vars().collect(),
+        extra_env: opts.env.clone(),
+        cwd: opts.cwd.clone(),
+        nfds: 3,
+    };
     match converse(&client, &Request::Run(req), &opts.argv)? {
         Answer::Code(code) => Ok(Some(code)),
         Answer::Refused(_) => Ok(None),
@@ -249,7 +346,14 @@ enum Answer {
     Refused(String),
 }
 
-const FORWARDED: [Signal; 6] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGQUIT, Signal::SIGUSR1, Signal::SIGUSR2];
+const FORWARDED: [Signal; 6] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+];
 
 /// While alive, the forwarded signals go to the self-pipe; then back to
 /// their default action (a caller that goes on, e.g. after a refused
@@ -268,9 +372,15 @@ impl Drop for Forwarding {
 
 /// Send a foreground request with this process's stdio, forward signals,
 /// and wait for its end.
-fn converse(client: &crate::client::Client, req: &crate::proto::Request, argv: &[String]) -> Result<Answer, JoinError> {
+fn converse(
+    client: &crate::client::Client,
+    req: &crate::proto::Request,
+    argv: &[String],
+) -> Result<Answer, JoinError> {
     use crate::proto::{Reply, Request};
-    let (sig_r, sig_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK).map_err(|e| JoinError::Other(format!("pipe: {e}")))?;
+    let (sig_r, sig_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+            .map_err(|e| JoinError::Other(format!("pipe: {e}")))?;
     SIGNAL_PIPE.store(std::os::fd::AsRawFd::as_raw_fd(&sig_w), Ordering::Relaxed);
     let _forwarding = Forwarding(sig_w);
     for s in FORWARDED {
@@ -279,13 +389,21 @@ fn converse(client: &crate::client::Client, req: &crate::proto::Request, argv: &
     }
     // Unannounced: the init's only answer is the end (Exited), or Failed
     // when the command could not be started.
-    client.send(req, &[0, 1, 2]).map_err(|e| JoinError::Other(format!("spawn request: {e}")))?;
+    client
+        .send(req, &[0, 1, 2])
+        .map_err(|e| JoinError::Other(format!("spawn request: {e}")))?;
     let mut first = true;
     loop {
         let mut fds = [
-            nix::poll::PollFd::new(std::os::fd::AsFd::as_fd(&sig_r), nix::poll::PollFlags::POLLIN),
+            nix::poll::PollFd::new(
+                std::os::fd::AsFd::as_fd(&sig_r),
+                nix::poll::PollFlags::POLLIN,
+            ),
             // SAFETY: the client's socket outlives this poll.
-            nix::poll::PollFd::new(unsafe { std::os::fd::BorrowedFd::borrow_raw(client.fd()) }, nix::poll::PollFlags::POLLIN),
+            nix::poll::PollFd::new(
+                unsafe { std::os::fd::BorrowedFd::borrow_raw(client.fd()) },
+                nix::poll::PollFlags::POLLIN,
+            ),
         ];
         match nix::poll::poll(&mut fds, nix::poll::PollTimeout::NONE) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
@@ -297,7 +415,13 @@ fn converse(client: &crate::client::Client, req: &crate::proto::Request, argv: &
             let mut b = [0u8; 16];
             if let Ok(n) = nix::unistd::read(std::os::fd::AsRawFd::as_raw_fd(&sig_r), &mut b) {
                 for s in &b[..n] {
-                    let _ = client.send(&Request::Signal { pid: 0, signal: i32::from(*s) }, &[]);
+                    let _ = client.send(
+                        &Request::Signal {
+                            pid: 0,
+                            signal: i32::from(*s),
+                        },
+                        &[],
+                    );
                 }
             }
         }
@@ -306,7 +430,9 @@ fn converse(client: &crate::client::Client, req: &crate::proto::Request, argv: &
             let was_first = std::mem::replace(&mut first, false);
             match reply {
                 Ok(Reply::Exited { code: Some(c), .. }) => return Ok(Answer::Code(c)),
-                Ok(Reply::Exited { signal: Some(s), .. }) => return Ok(Answer::Code(128 + s)),
+                Ok(Reply::Exited {
+                    signal: Some(s), ..
+                }) => return Ok(Answer::Code(128 + s)),
                 Ok(Reply::Exited { .. }) => return Ok(Answer::Code(128)),
                 Ok(Reply::Failed { step, errno }) => return Err(start_failed(argv, &step, errno)),
                 // Replies come in order: an error before anything else
@@ -323,14 +449,23 @@ fn converse(client: &crate::client::Client, req: &crate::proto::Request, argv: &
 mod tests {
     use super::*;
     use crate::proto::{self, Reply, Request};
-    use nix::sys::socket::{accept, bind, listen, recv, send, socket, AddressFamily, Backlog, MsgFlags, SockFlag, SockType, UnixAddr};
+    use nix::sys::socket::{
+        accept, bind, listen, recv, send, socket, AddressFamily, Backlog, MsgFlags, SockFlag,
+        SockType, UnixAddr,
+    };
     use std::os::fd::AsRawFd;
 
     /// A stand-in init on the tenant's control socket: takes one request,
     /// hands it to the caller's thread, answers `reply`.
     fn fake_init(layout: &Layout, tenant: &str, reply: Reply) -> std::thread::JoinHandle<Request> {
         let path = layout.tenant(tenant).control();
-        let fd = socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None).unwrap();
+        let fd = socket(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
         bind(fd.as_raw_fd(), &UnixAddr::new(&path).unwrap()).unwrap();
         listen(&fd, Backlog::new(1).unwrap()).unwrap();
         std::thread::spawn(move || {
@@ -345,7 +480,12 @@ mod tests {
     }
 
     fn opts() -> RunOptions {
-        RunOptions { argv: vec!["/bin/true".into()], cwd: None, env: vec![("EXTRA".into(), "1".into())], preserve_fds: 0 }
+        RunOptions {
+            argv: vec!["/bin/true".into()],
+            cwd: None,
+            env: vec![("EXTRA".into(), "1".into())],
+            preserve_fds: 0,
+        }
     }
 
     #[test]
@@ -354,27 +494,66 @@ mod tests {
         let layout = Layout::new(dir.path());
         let t = "fast";
         std::fs::create_dir_all(layout.tenant(t).dir.clone()).unwrap();
-        assert!(run_fast(&layout, t, &opts()).unwrap().is_none(), "no limits.json: not up");
-        std::fs::write(layout.tenant(t).limits(), serde_json::to_vec(&Limits::default()).unwrap()).unwrap();
-        assert!(run_fast(&layout, t, &opts()).unwrap().is_none(), "no init listening");
+        assert!(
+            run_fast(&layout, t, &opts()).unwrap().is_none(),
+            "no limits.json: not up"
+        );
+        std::fs::write(
+            layout.tenant(t).limits(),
+            serde_json::to_vec(&Limits::default()).unwrap(),
+        )
+        .unwrap();
+        assert!(
+            run_fast(&layout, t, &opts()).unwrap().is_none(),
+            "no init listening"
+        );
 
         // An init that predates Run answers Error: nothing started, full path.
-        let init = fake_init(&layout, t, Reply::Error { message: "bad request: unknown variant `Run`".into() });
+        let init = fake_init(
+            &layout,
+            t,
+            Reply::Error {
+                message: "bad request: unknown variant `Run`".into(),
+            },
+        );
         assert!(run_fast(&layout, t, &opts()).unwrap().is_none());
-        let Request::Run(req) = init.join().unwrap() else { panic!("expected a Run request") };
+        let Request::Run(req) = init.join().unwrap() else {
+            panic!("expected a Run request")
+        };
         assert_eq!(req.argv, ["/bin/true"]);
         assert_eq!(req.extra_env, [("EXTRA".to_string(), "1".to_string())]);
         assert_eq!(req.cwd, None, "the init picks the profile's workdir");
         assert_eq!(req.nfds, 3);
-        assert!(req.caller_env.iter().any(|(k, _)| k == "PATH"), "the caller's environment goes to the init, which filters it");
+        assert!(
+            req.caller_env.iter().any(|(k, _)| k == "PATH"),
+            "the caller's environment goes to the init, which filters it"
+        );
         std::fs::remove_file(layout.tenant(t).control()).unwrap();
 
         // A current init: its answer is the command's exit status.
-        let init = fake_init(&layout, t, Reply::Exited { pid: 2, code: Some(7), signal: None, timed_out: false });
+        let init = fake_init(
+            &layout,
+            t,
+            Reply::Exited {
+                pid: 2,
+                code: Some(7),
+                signal: None,
+                timed_out: false,
+            },
+        );
         assert_eq!(run_fast(&layout, t, &opts()).unwrap(), Some(7));
         init.join().unwrap();
         std::fs::remove_file(layout.tenant(t).control()).unwrap();
-        let init = fake_init(&layout, t, Reply::Exited { pid: 2, code: None, signal: Some(9), timed_out: false });
+        let init = fake_init(
+            &layout,
+            t,
+            Reply::Exited {
+                pid: 2,
+                code: None,
+                signal: Some(9),
+                timed_out: false,
+            },
+        );
         assert_eq!(run_fast(&layout, t, &opts()).unwrap(), Some(128 + 9));
         init.join().unwrap();
     }

@@ -63,9 +63,14 @@ pub struct UpOptions {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UpOutcome {
-    Created { pid: i32 },
+    Created {
+        pid: i32,
+    },
     /// Already running; `stale` when the profile changed since it was built.
-    AlreadyUp { pid: i32, stale: bool },
+    AlreadyUp {
+        pid: i32,
+        stale: bool,
+    },
 }
 
 /// An exclusive flock on the tenant's lock file, released on drop. Lock files
@@ -77,22 +82,38 @@ pub fn lock(layout: &Layout, tenant: &str) -> Result<TenantLock, SandboxError> {
     let dir = layout.state_dir.join("locks");
     std::fs::create_dir_all(&dir).map_err(io(format!("create {}", dir.display())))?;
     let p = dir.join(format!("{tenant}.lock"));
-    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&p).map_err(io(format!("open {}", p.display())))?;
-    let l = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| SandboxError::Sys(format!("lock {}", p.display()), e))?;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&p)
+        .map_err(io(format!("open {}", p.display())))?;
+    let l = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| SandboxError::Sys(format!("lock {}", p.display()), e))?;
     Ok(TenantLock(l))
 }
 
 /// Bring the tenant up (idempotent).
-pub fn up(layout: &Layout, plan: &Plan, limits: &Limits, opts: &UpOptions) -> Result<UpOutcome, SandboxError> {
+pub fn up(
+    layout: &Layout,
+    plan: &Plan,
+    limits: &Limits,
+    opts: &UpOptions,
+) -> Result<UpOutcome, SandboxError> {
     let name = &plan.tenant.name;
     let _lock = lock(layout, name)?;
     let dir = layout.tenant(name);
     match dir.read_state() {
         Ok(Some(st)) if st.init_alive() && st.proto == proto::VERSION => {
-            return Ok(UpOutcome::AlreadyUp { pid: st.init_pid, stale: st.digest != plan.digest() });
+            return Ok(UpOutcome::AlreadyUp {
+                pid: st.init_pid,
+                stale: st.digest != plan.digest(),
+            });
         }
         Ok(None) => {}
-        Err(e) if e.kind() != std::io::ErrorKind::InvalidData => return Err(io(format!("read {}", dir.state().display()))(e)),
+        Err(e) if e.kind() != std::io::ErrorKind::InvalidData => {
+            return Err(io(format!("read {}", dir.state().display()))(e))
+        }
         // A dead or incompatible sandbox, or a state file a crash cut short
         // or that was damaged while its init ran: clear it, with whatever
         // still runs in the tenant's cgroup, before building anew.
@@ -103,38 +124,80 @@ pub fn up(layout: &Layout, plan: &Plan, limits: &Limits, opts: &UpOptions) -> Re
     create(layout, &dir, plan, limits, opts)
 }
 
-fn create(layout: &Layout, dir: &TenantDir, plan: &Plan, limits: &Limits, opts: &UpOptions) -> Result<UpOutcome, SandboxError> {
-    let mut undo = Undo { layout: layout.clone(), tenant: plan.tenant.name.clone(), cgroup_parent: opts.cgroup_parent.clone(), armed: true, init: None };
+fn create(
+    layout: &Layout,
+    dir: &TenantDir,
+    plan: &Plan,
+    limits: &Limits,
+    opts: &UpOptions,
+) -> Result<UpOutcome, SandboxError> {
+    let mut undo = Undo {
+        layout: layout.clone(),
+        tenant: plan.tenant.name.clone(),
+        cgroup_parent: opts.cgroup_parent.clone(),
+        armed: true,
+        init: None,
+    };
     for d in [&layout.state_dir, &layout.tenants(), &dir.dir] {
         std::fs::create_dir_all(d).map_err(io(format!("create {}", d.display())))?;
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).map_err(io(format!("chmod {}", d.display())))?;
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))
+            .map_err(io(format!("chmod {}", d.display())))?;
     }
     std::fs::create_dir_all(dir.root()).map_err(io("create root mount point"))?;
     std::fs::create_dir_all(dir.entry()).map_err(io("create entry dir"))?;
-    let backend = Backend::detect(&opts.cgroup_parent).map_err(|e| SandboxError::Cgroup(e.to_string()))?;
-    let cg = TenantCgroup::create(&backend, &plan.tenant.name).map_err(|e| SandboxError::Cgroup(e.to_string()))?;
+    let backend =
+        Backend::detect(&opts.cgroup_parent).map_err(|e| SandboxError::Cgroup(e.to_string()))?;
+    let cg = TenantCgroup::create(&backend, &plan.tenant.name)
+        .map_err(|e| SandboxError::Cgroup(e.to_string()))?;
 
     let listener = control_listener(&dir.control())?;
-    let (setup_host, setup_init) = socketpair(AddressFamily::Unix, SockType::Stream, None, SockFlag::SOCK_CLOEXEC).map_err(sys("socketpair"))?;
+    let (setup_host, setup_init) = socketpair(
+        AddressFamily::Unix,
+        SockType::Stream,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(sys("socketpair"))?;
     let pid = start_init(plan, opts, &cg, setup_init, listener)?;
     undo.init = Some(pid);
 
     let mut setup = std::fs::File::from(setup_host);
-    let msg = serde_json::to_vec(&crate::init::Setup { plan: plan.clone(), root: dir.root() }).expect("setup serializes");
-    setup.write_all(&(msg.len() as u32).to_le_bytes()).and_then(|_| setup.write_all(&msg)).map_err(io("send the plan to the tenant init"))?;
+    let msg = serde_json::to_vec(&crate::init::Setup {
+        plan: plan.clone(),
+        root: dir.root(),
+    })
+    .expect("setup serializes");
+    setup
+        .write_all(&(msg.len() as u32).to_le_bytes())
+        .and_then(|_| setup.write_all(&msg))
+        .map_err(io("send the plan to the tenant init"))?;
     // While the init execs and builds the rootfs (most of `up`'s time): the
     // limits and plan.json. Nothing of the tenant's runs before the init
     // answers Ready, so every limit is in place before the first tenant
     // process starts.
-    cg.apply(limits).map_err(|e| SandboxError::Cgroup(e.to_string()))?;
-    write_atomic(&dir.plan(), &serde_json::to_vec(plan).expect("plan serializes"), 0o600).map_err(io("write plan.json"))?;
+    cg.apply(limits)
+        .map_err(|e| SandboxError::Cgroup(e.to_string()))?;
+    write_atomic(
+        &dir.plan(),
+        &serde_json::to_vec(plan).expect("plan serializes"),
+        0o600,
+    )
+    .map_err(io("write plan.json"))?;
     match read_reply(&mut setup, &plan.tenant.name, Duration::from_secs(30))? {
         SetupReply::Ready => {}
-        SetupReply::Failed { message } => return Err(SandboxError::Setup { tenant: plan.tenant.name.clone(), message }),
+        SetupReply::Failed { message } => {
+            return Err(SandboxError::Setup {
+                tenant: plan.tenant.name.clone(),
+                message,
+            })
+        }
     }
     let names = namespaces::names(plan);
     namespaces::persist(pid, &dir.ns(), &names)?;
-    let init_start = process_start(pid).ok_or_else(|| SandboxError::Setup { tenant: plan.tenant.name.clone(), message: "the init exited right after setup".into() })?;
+    let init_start = process_start(pid).ok_or_else(|| SandboxError::Setup {
+        tenant: plan.tenant.name.clone(),
+        message: "the init exited right after setup".into(),
+    })?;
     let st = TenantState {
         tenant: plan.tenant.name.clone(),
         init_pid: pid,
@@ -147,10 +210,20 @@ fn create(layout: &Layout, dir: &TenantDir, plan: &Plan, limits: &Limits, opts: 
         cgroup_parent: opts.cgroup_parent.clone(),
         cgroup_dirs: cg.dirs(),
     };
-    write_atomic(&dir.state(), &serde_json::to_vec_pretty(&st).expect("state serializes"), 0o600).map_err(io("write state.json"))?;
+    write_atomic(
+        &dir.state(),
+        &serde_json::to_vec_pretty(&st).expect("state serializes"),
+        0o600,
+    )
+    .map_err(io("write state.json"))?;
     // Last: `corral run`'s fast path (join::run_fast) starts from
     // limits.json, so it never reaches a sandbox that is not complete.
-    write_atomic(&dir.limits(), &serde_json::to_vec(limits).expect("limits serialize"), 0o600).map_err(io("write limits.json"))?;
+    write_atomic(
+        &dir.limits(),
+        &serde_json::to_vec(limits).expect("limits serialize"),
+        0o600,
+    )
+    .map_err(io("write limits.json"))?;
     undo.armed = false;
     Ok(UpOutcome::Created { pid })
 }
@@ -179,20 +252,44 @@ impl Drop for Undo {
 
 fn control_listener(path: &Path) -> Result<OwnedFd, SandboxError> {
     let _ = std::fs::remove_file(path);
-    let fd = socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None).map_err(sys("socket"))?;
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .map_err(sys("socket"))?;
     let addr = UnixAddr::new(path).map_err(sys(format!("socket path {}", path.display())))?;
-    nix::sys::socket::bind(fd.as_raw_fd(), &addr).map_err(sys(format!("bind {}", path.display())))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io("chmod control socket"))?;
-    nix::sys::socket::listen(&fd, nix::sys::socket::Backlog::new(256).expect("valid backlog")).map_err(sys("listen"))?;
+    nix::sys::socket::bind(fd.as_raw_fd(), &addr)
+        .map_err(sys(format!("bind {}", path.display())))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(io("chmod control socket"))?;
+    nix::sys::socket::listen(
+        &fd,
+        nix::sys::socket::Backlog::new(256).expect("valid backlog"),
+    )
+    .map_err(sys("listen"))?;
     Ok(fd)
 }
 
 /// Fork the intermediate child, put it in the cgroup, unshare, fork the init.
-fn start_init(plan: &Plan, opts: &UpOptions, cg: &TenantCgroup, setup: OwnedFd, listener: OwnedFd) -> Result<i32, SandboxError> {
+fn start_init(
+    plan: &Plan,
+    opts: &UpOptions,
+    cg: &TenantCgroup,
+    setup: OwnedFd,
+    listener: OwnedFd,
+) -> Result<i32, SandboxError> {
     let flags = namespaces::clone_flags(plan);
     let user = plan.namespaces.user;
-    let init = std::ffi::CString::new(opts.init.as_os_str().as_encoded_bytes()).map_err(|_| SandboxError::Setup { tenant: plan.tenant.name.clone(), message: "bad init path".into() })?;
-    let arg0 = std::ffi::CString::new(format!("corral-init: {}", plan.tenant.name)).expect("tenant names have no NUL");
+    let init = std::ffi::CString::new(opts.init.as_os_str().as_encoded_bytes()).map_err(|_| {
+        SandboxError::Setup {
+            tenant: plan.tenant.name.clone(),
+            message: "bad init path".into(),
+        }
+    })?;
+    let arg0 = std::ffi::CString::new(format!("corral-init: {}", plan.tenant.name))
+        .expect("tenant names have no NUL");
     let argv = [arg0.as_ptr(), std::ptr::null()];
     let envp = [c"CORRAL_INIT_FDS=3,4".as_ptr(), std::ptr::null()];
     let (go_r, go_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys("pipe"))?;
@@ -200,7 +297,9 @@ fn start_init(plan: &Plan, opts: &UpOptions, cg: &TenantCgroup, setup: OwnedFd, 
     // The child moves itself into the cgroup before it unshares: the cgroup
     // namespace is rooted where the unsharing process is (see
     // `corral_limits::open_self_entry` for why the child and not us).
-    let entry = cg.self_entry_fds().map_err(|e| SandboxError::Cgroup(e.to_string()))?;
+    let entry = cg
+        .self_entry_fds()
+        .map_err(|e| SandboxError::Cgroup(e.to_string()))?;
     // SAFETY: the child runs only async-signal-safe calls (read, write,
     // unshare, fork, dup2, execve, _exit) on memory prepared before the fork.
     match unsafe { fork() }.map_err(sys("fork"))? {
@@ -269,9 +368,19 @@ fn start_init(plan: &Plan, opts: &UpOptions, cg: &TenantCgroup, setup: OwnedFd, 
                 let mut u = [0u8; 1];
                 let asked = nix::unistd::read(pid_r.as_raw_fd(), &mut u)
                     .map_err(sys("wait for the user namespace"))
-                    .and_then(|n| if n == 1 { Ok(u[0]) } else { Err(SandboxError::Sys("create the user namespace".into(), Errno::EPERM)) });
+                    .and_then(|n| {
+                        if n == 1 {
+                            Ok(u[0])
+                        } else {
+                            Err(SandboxError::Sys(
+                                "create the user namespace".into(),
+                                Errno::EPERM,
+                            ))
+                        }
+                    });
                 let mapped = match asked {
-                    Ok(b'u') => namespaces::write_identity_maps(child.as_raw()).map_err(io("write uid/gid maps")),
+                    Ok(b'u') => namespaces::write_identity_maps(child.as_raw())
+                        .map_err(io("write uid/gid maps")),
                     Ok(other) => {
                         tag = Some(other);
                         Ok(())
@@ -284,45 +393,76 @@ fn start_init(plan: &Plan, opts: &UpOptions, cg: &TenantCgroup, setup: OwnedFd, 
                     return Err(e);
                 }
                 if tag.is_none() {
-                    nix::unistd::write(&go_w, b"m").map_err(sys("resume the intermediate child"))?;
+                    nix::unistd::write(&go_w, b"m")
+                        .map_err(sys("resume the intermediate child"))?;
                 }
             }
-            let status = nix::sys::wait::waitpid(child, None).map_err(sys("wait for the intermediate child"))?;
+            let status = nix::sys::wait::waitpid(child, None)
+                .map_err(sys("wait for the intermediate child"))?;
             let mut f = std::fs::File::from(pid_r);
             if let nix::sys::wait::WaitStatus::Exited(_, 6) = status {
                 let mut t = [0u8; 1];
                 let tagged = tag.is_some() || f.read_exact(&mut t).is_ok();
                 let mut e = [0u8; 4];
-                let errno = if tagged && f.read_exact(&mut e).is_ok() { Errno::from_raw(i32::from_ne_bytes(e)) } else { Errno::UnknownErrno };
-                return Err(SandboxError::Cgroup(format!("move the init into cgroup {}: {errno}", cg.name())));
+                let errno = if tagged && f.read_exact(&mut e).is_ok() {
+                    Errno::from_raw(i32::from_ne_bytes(e))
+                } else {
+                    Errno::UnknownErrno
+                };
+                return Err(SandboxError::Cgroup(format!(
+                    "move the init into cgroup {}: {errno}",
+                    cg.name()
+                )));
             }
             let mut buf = [0u8; 4];
             let got = f.read_exact(&mut buf).is_ok();
             let pid = i32::from_ne_bytes(buf);
             match status {
                 nix::sys::wait::WaitStatus::Exited(_, 0) if got && pid > 0 => Ok(pid),
-                nix::sys::wait::WaitStatus::Exited(_, 2) => Err(SandboxError::Sys("unshare namespaces".into(), Errno::EPERM)),
-                other => Err(SandboxError::Setup { tenant: plan.tenant.name.clone(), message: format!("could not start the init: {other:?}") }),
+                nix::sys::wait::WaitStatus::Exited(_, 2) => {
+                    Err(SandboxError::Sys("unshare namespaces".into(), Errno::EPERM))
+                }
+                other => Err(SandboxError::Setup {
+                    tenant: plan.tenant.name.clone(),
+                    message: format!("could not start the init: {other:?}"),
+                }),
             }
         }
     }
 }
 
-fn read_reply(f: &mut std::fs::File, tenant: &str, timeout: Duration) -> Result<SetupReply, SandboxError> {
+fn read_reply(
+    f: &mut std::fs::File,
+    tenant: &str,
+    timeout: Duration,
+) -> Result<SetupReply, SandboxError> {
     use std::os::fd::AsFd;
-    let failed = |message: String| SandboxError::Setup { tenant: tenant.to_string(), message };
-    let mut pfd = [nix::poll::PollFd::new(f.as_fd(), nix::poll::PollFlags::POLLIN)];
+    let failed = |message: String| SandboxError::Setup {
+        tenant: tenant.to_string(),
+        message,
+    };
+    let mut pfd = [nix::poll::PollFd::new(
+        f.as_fd(),
+        nix::poll::PollFlags::POLLIN,
+    )];
     let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    let n = nix::poll::poll(&mut pfd, nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::MAX)).map_err(sys("wait for the tenant init"))?;
+    let n = nix::poll::poll(
+        &mut pfd,
+        nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::MAX),
+    )
+    .map_err(sys("wait for the tenant init"))?;
     if n == 0 {
         return Err(failed(format!("no answer within {timeout:?}")));
     }
     let mut len = [0u8; 4];
     // The init writes its errors into this socket; EOF without an answer
     // means it died (e.g. exec failed) before it could say why.
-    f.read_exact(&mut len).map_err(|_| failed("the init exited before it answered (could corral-init be executed?)".into()))?;
+    f.read_exact(&mut len).map_err(|_| {
+        failed("the init exited before it answered (could corral-init be executed?)".into())
+    })?;
     let mut buf = vec![0u8; u32::from_le_bytes(len) as usize];
-    f.read_exact(&mut buf).map_err(io("read the init's answer"))?;
+    f.read_exact(&mut buf)
+        .map_err(io("read the init's answer"))?;
     proto::decode(&buf).map_err(|e| failed(format!("bad answer: {e}")))
 }
 
@@ -348,7 +488,11 @@ pub fn down(layout: &Layout, tenant: &str) -> Result<bool, SandboxError> {
 
 /// Stop and remove a tenant's sandbox; `cgroup_parent` is where its cgroup
 /// is when the state does not say (unreadable state).
-fn teardown_locked(layout: &Layout, tenant: &str, cgroup_parent: Option<&str>) -> Result<bool, SandboxError> {
+fn teardown_locked(
+    layout: &Layout,
+    tenant: &str,
+    cgroup_parent: Option<&str>,
+) -> Result<bool, SandboxError> {
     let dir = layout.tenant(tenant);
     let st = dir.read_state().ok().flatten();
     let mut was_up = false;
@@ -366,17 +510,28 @@ fn teardown_locked(layout: &Layout, tenant: &str, cgroup_parent: Option<&str>) -
     if !dir.dir.exists() {
         return Ok(was_up);
     }
-    remove_all(layout, tenant, st.as_ref().map(|s| s.cgroup_parent.as_str()).or(cgroup_parent))?;
+    remove_all(
+        layout,
+        tenant,
+        st.as_ref()
+            .map(|s| s.cgroup_parent.as_str())
+            .or(cgroup_parent),
+    )?;
     Ok(was_up)
 }
 
-fn remove_all(layout: &Layout, tenant: &str, cgroup_parent: Option<&str>) -> Result<(), SandboxError> {
+fn remove_all(
+    layout: &Layout,
+    tenant: &str,
+    cgroup_parent: Option<&str>,
+) -> Result<(), SandboxError> {
     let dir = layout.tenant(tenant);
     namespaces::release(&dir.ns());
     if let Some(parent) = cgroup_parent {
         if let Ok(backend) = Backend::detect(parent) {
             if let Ok(cg) = TenantCgroup::open(&backend, tenant) {
-                cg.remove().map_err(|e| SandboxError::Cgroup(format!("remove cgroup of {tenant}: {e}")))?;
+                cg.remove()
+                    .map_err(|e| SandboxError::Cgroup(format!("remove cgroup of {tenant}: {e}")))?;
             }
         }
     }
@@ -385,5 +540,13 @@ fn remove_all(layout: &Layout, tenant: &str, cgroup_parent: Option<&str>) -> Res
     }
     let _ = std::fs::remove_dir_all(dir.entry());
     let _ = std::fs::remove_dir(dir.root());
-    std::fs::remove_dir(&dir.dir).or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) }).map_err(io(format!("remove {}", dir.dir.display())))
+    std::fs::remove_dir(&dir.dir)
+        .or_else(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })
+        .map_err(io(format!("remove {}", dir.dir.display())))
 }

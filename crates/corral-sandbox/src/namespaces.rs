@@ -82,14 +82,37 @@ fn e(what: &'static str, path: &Path) -> impl FnOnce(Errno) -> NsError {
 /// first becomes a private mount of its own, so the namespace mounts neither
 /// propagate anywhere nor create mount-namespace loops.
 pub fn persist(pid: i32, dir: &Path, names: &[&str]) -> Result<(), NsError> {
-    std::fs::create_dir_all(dir).map_err(|err| NsError { what: "create", path: dir.display().to_string(), errno: Errno::from_raw(err.raw_os_error().unwrap_or(0)) })?;
-    mount(Some(dir), dir, None::<&str>, MsFlags::MS_BIND, None::<&str>).map_err(e("bind ns dir", dir))?;
-    mount(None::<&str>, dir, None::<&str>, MsFlags::MS_PRIVATE, None::<&str>).map_err(e("make private", dir))?;
+    std::fs::create_dir_all(dir).map_err(|err| NsError {
+        what: "create",
+        path: dir.display().to_string(),
+        errno: Errno::from_raw(err.raw_os_error().unwrap_or(0)),
+    })?;
+    mount(Some(dir), dir, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+        .map_err(e("bind ns dir", dir))?;
+    mount(
+        None::<&str>,
+        dir,
+        None::<&str>,
+        MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(e("make private", dir))?;
     for name in names {
         let target = dir.join(name);
-        std::fs::File::create(&target).map_err(|err| NsError { what: "create", path: target.display().to_string(), errno: Errno::from_raw(err.raw_os_error().unwrap_or(0)) })?;
+        std::fs::File::create(&target).map_err(|err| NsError {
+            what: "create",
+            path: target.display().to_string(),
+            errno: Errno::from_raw(err.raw_os_error().unwrap_or(0)),
+        })?;
         let src = format!("/proc/{pid}/ns/{name}");
-        mount(Some(src.as_str()), &target, None::<&str>, MsFlags::MS_BIND, None::<&str>).map_err(e("persist namespace", &target))?;
+        mount(
+            Some(src.as_str()),
+            &target,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .map_err(e("persist namespace", &target))?;
     }
     Ok(())
 }
@@ -114,8 +137,12 @@ pub fn open(dir: &Path, names: &[String]) -> Result<Vec<(OwnedFd, CloneFlags)>, 
         .iter()
         .map(|n| {
             let p = dir.join(n);
-            let fd = nix::fcntl::open(&p, nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC, nix::sys::stat::Mode::empty())
-                .map_err(e("open namespace", &p))?;
+            let fd = nix::fcntl::open(
+                &p,
+                nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            )
+            .map_err(e("open namespace", &p))?;
             // SAFETY: fresh fd from open(2), owned here only.
             let fd: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) };
             Ok((fd, flag_of(n)))
@@ -128,7 +155,11 @@ pub fn open(dir: &Path, names: &[String]) -> Result<Vec<(OwnedFd, CloneFlags)>, 
 /// pid namespace applies to children forked afterwards.
 pub fn join(fds: &[(OwnedFd, CloneFlags)]) -> Result<(), NsError> {
     for (fd, flag) in fds {
-        nix::sched::setns(fd.as_fd(), *flag).map_err(|errno| NsError { what: "setns", path: format!("{flag:?}"), errno })?;
+        nix::sched::setns(fd.as_fd(), *flag).map_err(|errno| NsError {
+            what: "setns",
+            path: format!("{flag:?}"),
+            errno,
+        })?;
     }
     Ok(())
 }

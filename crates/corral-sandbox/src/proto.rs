@@ -61,7 +61,10 @@ pub enum Request {
     Run(RunRequest),
     /// Send a signal to a process this connection spawned (pid in the
     /// sandbox), or with pid 0 to every one it spawned and is still running.
-    Signal { pid: i32, signal: i32 },
+    Signal {
+        pid: i32,
+        signal: i32,
+    },
     Status,
 }
 
@@ -76,13 +79,25 @@ pub struct InitStatus {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Reply {
-    Spawned { pid: i32 },
+    Spawned {
+        pid: i32,
+    },
     /// The child could not be started: which step failed and its errno.
-    Failed { step: String, errno: i32 },
+    Failed {
+        step: String,
+        errno: i32,
+    },
     /// The spawned process ended: exit code, or the signal that killed it.
-    Exited { pid: i32, code: Option<i32>, signal: Option<i32>, timed_out: bool },
+    Exited {
+        pid: i32,
+        code: Option<i32>,
+        signal: Option<i32>,
+        timed_out: bool,
+    },
     Status(InitStatus),
-    Error { message: String },
+    Error {
+        message: String,
+    },
 }
 
 /// What the init tells `corral up` once over the setup socket.

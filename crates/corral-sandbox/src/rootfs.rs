@@ -21,7 +21,11 @@ pub struct RootfsError {
 }
 
 fn err(what: &'static str, path: &Path, cause: impl std::fmt::Display) -> RootfsError {
-    RootfsError { what, path: path.display().to_string(), cause: cause.to_string() }
+    RootfsError {
+        what,
+        path: path.display().to_string(),
+        cause: cause.to_string(),
+    }
 }
 
 const NONE: Option<&str> = None;
@@ -33,10 +37,20 @@ pub fn build(plan: &Plan, newroot: &Path) -> Result<(), RootfsError> {
     // reach us (slave), so the sandbox never pins a host filesystem.
     mount(NONE, "/", NONE, MsFlags::MS_REC | MsFlags::MS_SLAVE, NONE)
         .map_err(|e| err("make / rslave", Path::new("/"), e))?;
-    mount(Some("tmpfs"), newroot, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some("mode=0755"))
-        .map_err(|e| err("mount tmpfs root on", newroot, e))?;
-    let root = nix::fcntl::open(newroot, nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC, nix::sys::stat::Mode::empty())
-        .map_err(|e| err("open new root", newroot, e))?;
+    mount(
+        Some("tmpfs"),
+        newroot,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=0755"),
+    )
+    .map_err(|e| err("mount tmpfs root on", newroot, e))?;
+    let root = nix::fcntl::open(
+        newroot,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| err("open new root", newroot, e))?;
     // SAFETY: `open` just returned this fd and nothing else owns it.
     let root: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(root) };
     let fs = Rootfs { root };
@@ -47,11 +61,27 @@ pub fn build(plan: &Plan, newroot: &Path) -> Result<(), RootfsError> {
     fs.tmp(plan)?;
     // Staged files were unlinked once bound; the empty staging dir goes too.
     // SAFETY: valid dirfd and NUL-terminated name.
-    unsafe { libc::unlinkat(fs.root.as_raw_fd(), c".corral-staging".as_ptr(), libc::AT_REMOVEDIR) };
+    unsafe {
+        libc::unlinkat(
+            fs.root.as_raw_fd(),
+            c".corral-staging".as_ptr(),
+            libc::AT_REMOVEDIR,
+        )
+    };
     pivot(newroot)?;
     // The root itself is read-only: tenants write only where the profile says.
-    mount(NONE, "/", NONE, MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV, NONE)
-        .map_err(|e| err("remount read-only", Path::new("/"), e))?;
+    mount(
+        NONE,
+        "/",
+        NONE,
+        MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV,
+        NONE,
+    )
+    .map_err(|e| err("remount read-only", Path::new("/"), e))?;
     Ok(())
 }
 
@@ -72,9 +102,17 @@ struct Rootfs {
 impl Rootfs {
     fn ensure(&self, dst: &Path, kind: Kind) -> Result<OwnedFd, RootfsError> {
         ensure(self.root.as_raw_fd(), dst, kind).map_err(|e| match e {
-            Errno::ELOOP | Errno::EXDEV => err("refusing to follow a symlink at", dst, "a path component is a symlink"),
+            Errno::ELOOP | Errno::EXDEV => err(
+                "refusing to follow a symlink at",
+                dst,
+                "a path component is a symlink",
+            ),
             // O_DIRECTORY|O_NOFOLLOW on a symlink reports ENOTDIR.
-            Errno::ENOTDIR => err("refusing mount point", dst, "a path component is a symlink or not a directory"),
+            Errno::ENOTDIR => err(
+                "refusing mount point",
+                dst,
+                "a path component is a symlink or not a directory",
+            ),
             e => err("create mount point", dst, e),
         })
     }
@@ -82,13 +120,24 @@ impl Rootfs {
     /// Re-resolve `dst` after something was mounted on it (the old fd still
     /// points at the covered directory).
     fn reopen(&self, dst: &Path) -> Result<OwnedFd, RootfsError> {
-        openat_beneath(self.root.as_raw_fd(), &fsutil::relative(dst), libc::O_PATH, 0)
-            .map_err(|e| err("reopen", dst, e))
+        openat_beneath(
+            self.root.as_raw_fd(),
+            &fsutil::relative(dst),
+            libc::O_PATH,
+            0,
+        )
+        .map_err(|e| err("reopen", dst, e))
     }
 
     fn apply(&self, op: &MountOp) -> Result<(), RootfsError> {
         match op {
-            MountOp::Bind { src, dst, ro, dev, optional } => self.bind(src, dst, *ro, *dev, *optional),
+            MountOp::Bind {
+                src,
+                dst,
+                ro,
+                dev,
+                optional,
+            } => self.bind(src, dst, *ro, *dev, *optional),
             MountOp::Tmpfs { dst, size, mode } => self.tmpfs(dst, *size, *mode),
             MountOp::Dir { dst, mode } => self.ensure(dst, Kind::Dir(*mode)).map(drop),
             MountOp::Symlink { target, dst } => self.symlink(target, dst),
@@ -97,25 +146,40 @@ impl Rootfs {
                 let data = std::fs::read(src).map_err(|e| err("copy: read", src, e))?;
                 let m = match mode {
                     Some(m) => *m,
-                    None => std::fs::metadata(src).map_err(|e| err("copy: stat", src, e))?.permissions().mode() & 0o7777,
+                    None => {
+                        std::fs::metadata(src)
+                            .map_err(|e| err("copy: stat", src, e))?
+                            .permissions()
+                            .mode()
+                            & 0o7777
+                    }
                 };
                 self.file(dst, &data, m)
             }
             MountOp::Proc { dst } => {
                 let fd = self.ensure(dst, Kind::Dir(0o555))?;
                 let fl = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-                mount(Some("proc"), fd_path(&fd).as_str(), Some("proc"), fl, NONE).map_err(|e| err("mount proc on", dst, e))
+                mount(Some("proc"), fd_path(&fd).as_str(), Some("proc"), fl, NONE)
+                    .map_err(|e| err("mount proc on", dst, e))
             }
             MountOp::Dev { dst } => self.dev(dst),
             MountOp::RemountRo { dst } => {
                 let fd = self.reopen(dst)?;
-                fsutil::set_attrs_recursive(&fd, fsutil::MOUNT_ATTR_RDONLY).map_err(|e| err("remount read-only", dst, e))
+                fsutil::set_attrs_recursive(&fd, fsutil::MOUNT_ATTR_RDONLY)
+                    .map_err(|e| err("remount read-only", dst, e))
             }
             MountOp::Hide { dst } => self.hide(dst),
         }
     }
 
-    fn bind(&self, src: &Path, dst: &Path, ro: bool, dev: bool, optional: bool) -> Result<(), RootfsError> {
+    fn bind(
+        &self,
+        src: &Path,
+        dst: &Path,
+        ro: bool,
+        dev: bool,
+        optional: bool,
+    ) -> Result<(), RootfsError> {
         let meta = match std::fs::symlink_metadata(src) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && optional => return Ok(()),
@@ -127,20 +191,45 @@ impl Rootfs {
             let target = std::fs::read_link(src).map_err(|e| err("bind: readlink", src, e))?;
             return self.symlink(&target, dst);
         }
-        let src_fd = nix::fcntl::open(src, nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC, nix::sys::stat::Mode::empty())
-            .map_err(|e| err("bind: open source", src, e))?;
+        let src_fd = nix::fcntl::open(
+            src,
+            nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(|e| err("bind: open source", src, e))?;
         // SAFETY: fresh fd from open(2), owned here only.
         let src_fd: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(src_fd) };
-        let kind = if meta.is_dir() { Kind::Dir(0o755) } else { Kind::File(0o644) };
+        let kind = if meta.is_dir() {
+            Kind::Dir(0o755)
+        } else {
+            Kind::File(0o644)
+        };
         let dst_fd = self.ensure(dst, kind)?;
-        mount(Some(fd_path(&src_fd).as_str()), fd_path(&dst_fd).as_str(), NONE, MsFlags::MS_BIND | MsFlags::MS_REC, NONE)
-            .map_err(|e| err("bind mount onto", dst, format!("{e} (source {})", src.display())))?;
+        mount(
+            Some(fd_path(&src_fd).as_str()),
+            fd_path(&dst_fd).as_str(),
+            NONE,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            NONE,
+        )
+        .map_err(|e| {
+            err(
+                "bind mount onto",
+                dst,
+                format!("{e} (source {})", src.display()),
+            )
+        })?;
         let mounted = self.reopen(dst)?;
         // Check we bound what we opened (bubblewrap's fstat-vs-lstat re-check).
         let a = nix::sys::stat::fstat(src_fd.as_raw_fd()).map_err(|e| err("bind: stat", src, e))?;
-        let b = nix::sys::stat::fstat(mounted.as_raw_fd()).map_err(|e| err("bind: stat", dst, e))?;
+        let b =
+            nix::sys::stat::fstat(mounted.as_raw_fd()).map_err(|e| err("bind: stat", dst, e))?;
         if a.st_dev != b.st_dev || a.st_ino != b.st_ino {
-            return Err(err("bind: destination changed while mounting", dst, "raced"));
+            return Err(err(
+                "bind: destination changed while mounting",
+                dst,
+                "raced",
+            ));
         }
         let mut attrs = fsutil::MOUNT_ATTR_NOSUID;
         if !dev {
@@ -149,7 +238,8 @@ impl Rootfs {
         if ro {
             attrs |= fsutil::MOUNT_ATTR_RDONLY;
         }
-        fsutil::set_attrs_recursive(&mounted, attrs).map_err(|e| err("bind: set mount flags on", dst, e))
+        fsutil::set_attrs_recursive(&mounted, attrs)
+            .map_err(|e| err("bind: set mount flags on", dst, e))
     }
 
     fn tmpfs(&self, dst: &Path, size: Option<u64>, mode: u32) -> Result<(), RootfsError> {
@@ -158,20 +248,36 @@ impl Rootfs {
         if let Some(s) = size {
             data.push_str(&format!(",size={s}"));
         }
-        mount(Some("tmpfs"), fd_path(&fd).as_str(), Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some(data.as_str()))
-            .map_err(|e| err("mount tmpfs on", dst, e))
+        mount(
+            Some("tmpfs"),
+            fd_path(&fd).as_str(),
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some(data.as_str()),
+        )
+        .map_err(|e| err("mount tmpfs on", dst, e))
     }
 
     fn symlink(&self, target: &Path, dst: &Path) -> Result<(), RootfsError> {
         let rel = fsutil::relative(dst);
         let parent = Path::new("/").join(Path::new(&rel).parent().unwrap_or(Path::new("")));
         let pfd = if parent == Path::new("/") {
-            openat_beneath(self.root.as_raw_fd(), ".", libc::O_PATH | libc::O_DIRECTORY, 0).map_err(|e| err("open", dst, e))?
+            openat_beneath(
+                self.root.as_raw_fd(),
+                ".",
+                libc::O_PATH | libc::O_DIRECTORY,
+                0,
+            )
+            .map_err(|e| err("open", dst, e))?
         } else {
             self.ensure(&parent, Kind::Dir(0o755))?
         };
-        let name = Path::new(&rel).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let t = CString::new(target.as_os_str().as_encoded_bytes()).map_err(|e| err("symlink", dst, e))?;
+        let name = Path::new(&rel)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let t = CString::new(target.as_os_str().as_encoded_bytes())
+            .map_err(|e| err("symlink", dst, e))?;
         let n = CString::new(name).map_err(|e| err("symlink", dst, e))?;
         // SAFETY: valid C strings and dirfd.
         let r = unsafe { libc::symlinkat(t.as_ptr(), pfd.as_raw_fd(), n.as_ptr()) };
@@ -186,37 +292,63 @@ impl Rootfs {
     /// file (at most an empty mount point is created where none existed).
     fn file(&self, dst: &Path, content: &[u8], mode: u32) -> Result<(), RootfsError> {
         let staging = self.staging()?;
-        let name = format!("f{}", STAGED.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-        let fd = openat_beneath(staging.as_raw_fd(), &name, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, mode)
-            .map_err(|e| err("file: create", dst, e))?;
+        let name = format!(
+            "f{}",
+            STAGED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let fd = openat_beneath(
+            staging.as_raw_fd(),
+            &name,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
+            mode,
+        )
+        .map_err(|e| err("file: create", dst, e))?;
         let mut f = std::fs::File::from(fd);
         std::io::Write::write_all(&mut f, content).map_err(|e| err("file: write", dst, e))?;
-        f.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(|e| err("file: chmod", dst, e))?;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(|e| err("file: chmod", dst, e))?;
         drop(f);
-        let src = openat_beneath(staging.as_raw_fd(), &name, libc::O_PATH, 0).map_err(|e| err("file: open", dst, e))?;
+        let src = openat_beneath(staging.as_raw_fd(), &name, libc::O_PATH, 0)
+            .map_err(|e| err("file: open", dst, e))?;
         let target = self.ensure(dst, Kind::File(0o644))?;
-        mount(Some(fd_path(&src).as_str()), fd_path(&target).as_str(), NONE, MsFlags::MS_BIND, NONE)
-            .map_err(|e| err("file: bind onto", dst, e))?;
+        mount(
+            Some(fd_path(&src).as_str()),
+            fd_path(&target).as_str(),
+            NONE,
+            MsFlags::MS_BIND,
+            NONE,
+        )
+        .map_err(|e| err("file: bind onto", dst, e))?;
         let n = CString::new(name).expect("no NUL");
         // SAFETY: valid dirfd and name; the bind mount keeps the inode alive.
         unsafe { libc::unlinkat(staging.as_raw_fd(), n.as_ptr(), 0) };
         let mounted = self.reopen(dst)?;
-        fsutil::set_attrs_recursive(&mounted, fsutil::MOUNT_ATTR_NOSUID | fsutil::MOUNT_ATTR_NODEV | fsutil::MOUNT_ATTR_RDONLY)
-            .map_err(|e| err("file: set mount flags on", dst, e))
+        fsutil::set_attrs_recursive(
+            &mounted,
+            fsutil::MOUNT_ATTR_NOSUID | fsutil::MOUNT_ATTR_NODEV | fsutil::MOUNT_ATTR_RDONLY,
+        )
+        .map_err(|e| err("file: set mount flags on", dst, e))
     }
 
     /// A directory on the root tmpfs for staged files, removed before pivot.
     fn staging(&self) -> Result<OwnedFd, RootfsError> {
         let p = Path::new("/.corral-staging");
         let fd = self.ensure(p, Kind::Dir(0o700))?;
-        openat_beneath(fd.as_raw_fd(), ".", libc::O_PATH | libc::O_DIRECTORY, 0).map_err(|e| err("open", p, e))
+        openat_beneath(fd.as_raw_fd(), ".", libc::O_PATH | libc::O_DIRECTORY, 0)
+            .map_err(|e| err("open", p, e))
     }
 
     fn dev(&self, dst: &Path) -> Result<(), RootfsError> {
         self.ensure(dst, Kind::Dir(0o755))?;
         let fd = self.ensure(dst, Kind::Dir(0o755))?;
-        mount(Some("tmpfs"), fd_path(&fd).as_str(), Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC, Some("mode=0755,size=64k"))
-            .map_err(|e| err("mount dev tmpfs on", dst, e))?;
+        mount(
+            Some("tmpfs"),
+            fd_path(&fd).as_str(),
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+            Some("mode=0755,size=64k"),
+        )
+        .map_err(|e| err("mount dev tmpfs on", dst, e))?;
         for node in ["null", "zero", "full", "random", "urandom", "tty"] {
             let host = PathBuf::from("/dev").join(node);
             if std::fs::metadata(&host).is_err() {
@@ -226,26 +358,48 @@ impl Rootfs {
         }
         let pts = dst.join("pts");
         let pfd = self.ensure(&pts, Kind::Dir(0o755))?;
-        mount(Some("devpts"), fd_path(&pfd).as_str(), Some("devpts"), MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC, Some("newinstance,ptmxmode=0666,mode=620"))
-            .map_err(|e| err("mount devpts on", &pts, e))?;
+        mount(
+            Some("devpts"),
+            fd_path(&pfd).as_str(),
+            Some("devpts"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+            Some("newinstance,ptmxmode=0666,mode=620"),
+        )
+        .map_err(|e| err("mount devpts on", &pts, e))?;
         self.symlink(Path::new("pts/ptmx"), &dst.join("ptmx"))?;
         self.tmpfs(&dst.join("shm"), None, 0o1777)?;
-        for (name, target) in [("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")] {
+        for (name, target) in [
+            ("fd", "/proc/self/fd"),
+            ("stdin", "/proc/self/fd/0"),
+            ("stdout", "/proc/self/fd/1"),
+            ("stderr", "/proc/self/fd/2"),
+        ] {
             self.symlink(Path::new(target), &dst.join(name))?;
         }
         Ok(())
     }
 
     fn hide(&self, dst: &Path) -> Result<(), RootfsError> {
-        let fd = match openat_beneath(self.root.as_raw_fd(), &fsutil::relative(dst), libc::O_PATH, 0) {
+        let fd = match openat_beneath(
+            self.root.as_raw_fd(),
+            &fsutil::relative(dst),
+            libc::O_PATH,
+            0,
+        ) {
             Ok(fd) => fd,
             Err(Errno::ENOENT) => return Ok(()), // nothing there to hide
             Err(e) => return Err(err("hide", dst, e)),
         };
         let st = nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|e| err("hide: stat", dst, e))?;
         if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
-            mount(Some("tmpfs"), fd_path(&fd).as_str(), Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY, Some("mode=0755,size=4k"))
-                .map_err(|e| err("hide: mount empty tmpfs on", dst, e))
+            mount(
+                Some("tmpfs"),
+                fd_path(&fd).as_str(),
+                Some("tmpfs"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY,
+                Some("mode=0755,size=4k"),
+            )
+            .map_err(|e| err("hide: mount empty tmpfs on", dst, e))
         } else {
             self.file(dst, b"", 0o444)
         }
@@ -288,17 +442,28 @@ fn prepare_tmp_dir(dir: &Path, uid: u32, gid: u32) -> Result<(), RootfsError> {
     if let Some(parent) = dir.parent() {
         if !parent.exists() {
             std::fs::create_dir_all(parent).map_err(|e| err("create tmp parent", parent, e))?;
-            std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o711)).map_err(|e| err("chmod", parent, e))?;
+            std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o711))
+                .map_err(|e| err("chmod", parent, e))?;
         }
     }
     match std::fs::symlink_metadata(dir) {
-        Ok(m) if m.file_type().is_symlink() || !m.is_dir() => Err(err("tmp dir", dir, "exists and is not a directory (refusing symlinks)")),
-        Ok(m) if m.uid() != uid => Err(err("tmp dir", dir, format!("is owned by uid {}, not the tenant ({uid})", m.uid()))),
+        Ok(m) if m.file_type().is_symlink() || !m.is_dir() => Err(err(
+            "tmp dir",
+            dir,
+            "exists and is not a directory (refusing symlinks)",
+        )),
+        Ok(m) if m.uid() != uid => Err(err(
+            "tmp dir",
+            dir,
+            format!("is owned by uid {}, not the tenant ({uid})", m.uid()),
+        )),
         Ok(_) => Ok(()),
         Err(_) => {
             std::fs::create_dir(dir).map_err(|e| err("create tmp dir", dir, e))?;
-            nix::unistd::chown(dir, Some(uid.into()), Some(gid.into())).map_err(|e| err("chown", dir, e))?;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| err("chmod", dir, e))
+            nix::unistd::chown(dir, Some(uid.into()), Some(gid.into()))
+                .map_err(|e| err("chown", dir, e))?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| err("chmod", dir, e))
         }
     }
 }

@@ -74,7 +74,10 @@ impl SpawnError {
     pub fn exit_code(&self) -> i32 {
         match self {
             SpawnError::NotFound(_) => 127,
-            SpawnError::Child { step: "exec", errno: Errno::ENOENT } => 127,
+            SpawnError::Child {
+                step: "exec",
+                errno: Errno::ENOENT,
+            } => 127,
             SpawnError::Child { step: "exec", .. } => 126,
             _ => 125,
         }
@@ -152,12 +155,32 @@ pub struct ExecSpec<'a> {
 
 impl<'a> Exec<'a> {
     /// `security` is prepared once per sandbox (see `corral_security::prepare`).
-    pub fn prepare(security: &'a corral_security::Prepared, rlimits: &[(libc::c_int, u64, u64)], spec: ExecSpec<'a>) -> Result<Exec<'a>, SpawnError> {
-        let prog = spec.argv.first().ok_or_else(|| SpawnError::NotFound(String::new()))?;
-        let path_var = spec.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).unwrap_or("/usr/bin:/bin");
+    pub fn prepare(
+        security: &'a corral_security::Prepared,
+        rlimits: &[(libc::c_int, u64, u64)],
+        spec: ExecSpec<'a>,
+    ) -> Result<Exec<'a>, SpawnError> {
+        let prog = spec
+            .argv
+            .first()
+            .ok_or_else(|| SpawnError::NotFound(String::new()))?;
+        let path_var = spec
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_str())
+            .unwrap_or("/usr/bin:/bin");
         let path = resolve(prog, path_var).ok_or_else(|| SpawnError::NotFound(prog.clone()))?;
-        let argv = spec.argv.iter().map(|a| cstr(a)).collect::<Result<Vec<_>, _>>()?;
-        let envp = spec.env.iter().map(|(k, v)| cstr(&format!("{k}={v}"))).collect::<Result<Vec<_>, _>>()?;
+        let argv = spec
+            .argv
+            .iter()
+            .map(|a| cstr(a))
+            .collect::<Result<Vec<_>, _>>()?;
+        let envp = spec
+            .env
+            .iter()
+            .map(|(k, v)| cstr(&format!("{k}={v}")))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut e = Exec {
             path: cstr(&path.to_string_lossy())?,
             argv,
@@ -167,7 +190,15 @@ impl<'a> Exec<'a> {
             cwd: cstr(spec.cwd)?,
             rlimits: rlimits
                 .iter()
-                .map(|&(r, soft, hard)| (r, libc::rlimit { rlim_cur: soft, rlim_max: hard }))
+                .map(|&(r, soft, hard)| {
+                    (
+                        r,
+                        libc::rlimit {
+                            rlim_cur: soft,
+                            rlim_max: hard,
+                        },
+                    )
+                })
                 .collect(),
             security,
             cgroup_entry: spec.cgroup_entry,
@@ -175,12 +206,23 @@ impl<'a> Exec<'a> {
             new_session: spec.new_session,
             preserve_fds: spec.preserve_fds,
             // SAFETY: isatty/tcgetpgrp/getpgrp only query; done in the parent.
-            foreground_tty: !spec.new_session && unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() },
+            foreground_tty: !spec.new_session
+                && unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() },
             reset_signals: spec.reset_signals,
             reset_sched: spec.reset_sched,
         };
-        e.argv_ptrs = e.argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
-        e.envp_ptrs = e.envp.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
+        e.argv_ptrs = e
+            .argv
+            .iter()
+            .map(|a| a.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .collect();
+        e.envp_ptrs = e
+            .envp
+            .iter()
+            .map(|a| a.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .collect();
         Ok(e)
     }
 
@@ -189,7 +231,10 @@ impl<'a> Exec<'a> {
     /// `stack` is the child's stack while it runs (see [`ChildStack`]).
     pub fn spawn(&self, stack: &mut ChildStack) -> Result<Pid, SpawnError> {
         let mut report = Report { step: 0, errno: 0 };
-        let ctx = ChildCtx { exec: self, report: &mut report };
+        let ctx = ChildCtx {
+            exec: self,
+            report: &mut report,
+        };
         // No signal handler of the parent may run in the child, which shares
         // its memory: everything is blocked across the clone; the child
         // resets the dispositions, then unblocks.
@@ -205,7 +250,14 @@ impl<'a> Exec<'a> {
         // and only makes raw syscalls on memory prepared before; CLONE_VFORK
         // keeps this thread (and with it `ctx` and `report`) suspended until
         // the child has exec'd or exited.
-        let pid = unsafe { libc::clone(child_main, stack.top(), libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD, (&ctx as *const ChildCtx).cast_mut().cast()) };
+        let pid = unsafe {
+            libc::clone(
+                child_main,
+                stack.top(),
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                (&ctx as *const ChildCtx).cast_mut().cast(),
+            )
+        };
         let clone_err = Errno::last();
         // SAFETY: restoring the mask saved above.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
@@ -216,7 +268,10 @@ impl<'a> Exec<'a> {
         let report = unsafe { std::ptr::read_volatile(&report) };
         if report.step != 0 {
             let _ = nix::sys::wait::waitpid(Pid::from_raw(pid), None);
-            return Err(SpawnError::Child { step: Step::from_u8(report.step).name(), errno: Errno::from_raw(report.errno) });
+            return Err(SpawnError::Child {
+                step: Step::from_u8(report.step).name(),
+                errno: Errno::from_raw(report.errno),
+            });
         }
         Ok(Pid::from_raw(pid))
     }
@@ -226,7 +281,13 @@ impl<'a> Exec<'a> {
             // SAFETY: `report` lives in the parent, which sleeps until we
             // exit (CLONE_VFORK); _exit is async-signal-safe.
             unsafe {
-                std::ptr::write_volatile(report, Report { step: step as u8, errno: errno as i32 });
+                std::ptr::write_volatile(
+                    report,
+                    Report {
+                        step: step as u8,
+                        errno: errno as i32,
+                    },
+                );
                 libc::_exit(127)
             }
         };
@@ -242,13 +303,26 @@ impl<'a> Exec<'a> {
             // the caller of corral ignored must not leak into the tenant).
             // The raw syscall: glibc's wrappers refuse its internal signals
             // (32, 33), which a caller may still have left ignored.
-            let dfl = KernelSigaction { handler: libc::SIG_DFL, flags: 0, restorer: 0, mask: 0 };
+            let dfl = KernelSigaction {
+                handler: libc::SIG_DFL,
+                flags: 0,
+                restorer: 0,
+                mask: 0,
+            };
             let reset = |sig: libc::c_int| {
-                libc::syscall(libc::SYS_rt_sigaction, sig, &dfl as *const KernelSigaction, std::ptr::null_mut::<KernelSigaction>(), 8usize);
+                libc::syscall(
+                    libc::SYS_rt_sigaction,
+                    sig,
+                    &dfl as *const KernelSigaction,
+                    std::ptr::null_mut::<KernelSigaction>(),
+                    8usize,
+                );
             };
             match self.reset_signals {
                 Some(list) => list.iter().for_each(|&sig| reset(sig)),
-                None => (1..=64).filter(|&s| s != libc::SIGKILL && s != libc::SIGSTOP).for_each(reset),
+                None => (1..=64)
+                    .filter(|&s| s != libc::SIGKILL && s != libc::SIGSTOP)
+                    .for_each(reset),
             }
             let mut empty: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut empty);
@@ -331,7 +405,13 @@ impl<'a> Exec<'a> {
             unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
         }
         // SAFETY: pointers to NUL-terminated arrays prepared by the parent.
-        unsafe { libc::execve(self.path.as_ptr(), self.argv_ptrs.as_ptr(), self.envp_ptrs.as_ptr()) };
+        unsafe {
+            libc::execve(
+                self.path.as_ptr(),
+                self.argv_ptrs.as_ptr(),
+                self.envp_ptrs.as_ptr(),
+            )
+        };
         fail(Step::Exec, Errno::last())
     }
 }
@@ -346,19 +426,36 @@ impl Exec<'_> {
             resolve: RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
         };
         // SAFETY: static C string.
-        let root = unsafe { libc::open(c"/".as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+        let root = unsafe {
+            libc::open(
+                c"/".as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
         if root < 0 {
             return Err(Errno::last());
         }
         // SAFETY: prepared NUL-terminated path and a struct open_how on the stack.
-        let fd = unsafe { libc::syscall(libc::SYS_openat2, root, self.cwd.as_ptr(), &how as *const OpenHow, std::mem::size_of::<OpenHow>()) } as i32;
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                root,
+                self.cwd.as_ptr(),
+                &how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            )
+        } as i32;
         let err = Errno::last();
         // SAFETY: closing our own fd.
         unsafe { libc::close(root) };
         if fd < 0 {
             if err == Errno::ENOENT {
                 // SAFETY: static C string.
-                return if unsafe { libc::chdir(c"/".as_ptr()) } < 0 { Err(Errno::last()) } else { Ok(()) };
+                return if unsafe { libc::chdir(c"/".as_ptr()) } < 0 {
+                    Err(Errno::last())
+                } else {
+                    Ok(())
+                };
             }
             return Err(err);
         }
@@ -419,7 +516,16 @@ impl ChildStack {
     pub fn new() -> Result<ChildStack, SpawnError> {
         let len = CHILD_STACK + GUARD;
         // SAFETY: a fresh anonymous mapping that only this struct refers to.
-        let base = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK, -1, 0) };
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
         if base == libc::MAP_FAILED {
             return Err(SpawnError::Fork(Errno::last()));
         }
@@ -462,9 +568,22 @@ pub fn non_default_signals() -> Vec<libc::c_int> {
     (1..=64)
         .filter(|&s| s != libc::SIGKILL && s != libc::SIGSTOP)
         .filter(|&s| {
-            let mut old = KernelSigaction { handler: libc::SIG_DFL, flags: 0, restorer: 0, mask: 0 };
+            let mut old = KernelSigaction {
+                handler: libc::SIG_DFL,
+                flags: 0,
+                restorer: 0,
+                mask: 0,
+            };
             // SAFETY: querying only (act = NULL) into a struct on the stack.
-            let r = unsafe { libc::syscall(libc::SYS_rt_sigaction, s, std::ptr::null::<KernelSigaction>(), &mut old as *mut KernelSigaction, 8usize) };
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_rt_sigaction,
+                    s,
+                    std::ptr::null::<KernelSigaction>(),
+                    &mut old as *mut KernelSigaction,
+                    8usize,
+                )
+            };
             r != 0 || old.handler != libc::SIG_DFL
         })
         .collect()
@@ -496,13 +615,22 @@ pub fn unusual_policy() -> bool {
 
 /// The environment a tenant process gets: cleared, then the plan's `keep`
 /// names taken from `caller`, then the plan's `set` values.
-pub fn environment(plan: &Plan, caller: impl Iterator<Item = (String, String)>, extra: &[(String, String)]) -> Vec<(String, String)> {
+pub fn environment(
+    plan: &Plan,
+    caller: impl Iterator<Item = (String, String)>,
+    extra: &[(String, String)],
+) -> Vec<(String, String)> {
     environment_of(&plan.env, caller, extra)
 }
 
 /// [`environment`] from the plan's environment rules alone.
-pub fn environment_of(rules: &corral_profile::plan::EnvPlan, caller: impl Iterator<Item = (String, String)>, extra: &[(String, String)]) -> Vec<(String, String)> {
-    let mut env: std::collections::BTreeMap<String, String> = caller.filter(|(k, _)| rules.keep.contains(k)).collect();
+pub fn environment_of(
+    rules: &corral_profile::plan::EnvPlan,
+    caller: impl Iterator<Item = (String, String)>,
+    extra: &[(String, String)],
+) -> Vec<(String, String)> {
+    let mut env: std::collections::BTreeMap<String, String> =
+        caller.filter(|(k, _)| rules.keep.contains(k)).collect();
     for (k, v) in &rules.set {
         env.insert(k.clone(), v.clone());
     }

@@ -46,13 +46,17 @@ pub struct Layout {
 
 impl Layout {
     pub fn new(state_dir: impl Into<PathBuf>) -> Layout {
-        Layout { state_dir: state_dir.into() }
+        Layout {
+            state_dir: state_dir.into(),
+        }
     }
     pub fn tenants(&self) -> PathBuf {
         self.state_dir.join("tenants")
     }
     pub fn tenant(&self, name: &str) -> TenantDir {
-        TenantDir { dir: self.tenants().join(name) }
+        TenantDir {
+            dir: self.tenants().join(name),
+        }
     }
     /// Names of every tenant with a state directory.
     pub fn list(&self) -> std::io::Result<Vec<String>> {
@@ -111,7 +115,9 @@ impl TenantDir {
     /// [`write_atomic`]); `up` and `run` treat it as a dead sandbox.
     pub fn read_state(&self) -> std::io::Result<Option<TenantState>> {
         match std::fs::read(self.state()) {
-            Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
+            Ok(b) => serde_json::from_slice(&b)
+                .map(Some)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         }
@@ -129,7 +135,12 @@ impl TenantDir {
 pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(&tmp)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&tmp)?;
     f.write_all(data)?;
     drop(f);
     std::fs::rename(&tmp, path).inspect_err(|_| {
@@ -159,5 +170,8 @@ impl TenantState {
 }
 
 pub fn now_unix() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }

@@ -20,29 +20,53 @@ fn ask(program: &Path, db: &str, key: &str) -> io::Result<Option<String>> {
         .output()
         .map_err(|e| io::Error::new(e.kind(), format!("{what}: {e} (nsswitch.conf names sources other than files, which only getent can ask)")))?;
     match out.status.code() {
-        Some(0) => String::from_utf8(out.stdout).map(Some).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("{what}: output is not UTF-8"))),
+        Some(0) => String::from_utf8(out.stdout).map(Some).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{what}: output is not UTF-8"),
+            )
+        }),
         Some(NOT_FOUND) => Ok(None),
         _ => Err(io::Error::other(format!("{what}: failed ({})", out.status))),
     }
 }
 
 /// The entry `getent DB KEY` prints, if any.
-pub(crate) fn one<T>(program: &Path, db: &str, key: &str, parse: fn(&str) -> Option<T>) -> io::Result<Option<T>> {
-    let Some(text) = ask(program, db, key)? else { return Ok(None) };
+pub(crate) fn one<T>(
+    program: &Path,
+    db: &str,
+    key: &str,
+    parse: fn(&str) -> Option<T>,
+) -> io::Result<Option<T>> {
+    let Some(text) = ask(program, db, key)? else {
+        return Ok(None);
+    };
     let line = text.lines().next().unwrap_or("");
     match parse(line) {
         Some(e) => Ok(Some(e)),
-        None => Err(io::Error::new(io::ErrorKind::InvalidData, format!("getent {db} {key}: cannot read {line:?}"))),
+        None => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("getent {db} {key}: cannot read {line:?}"),
+        )),
     }
 }
 
 /// The supplementary group ids `getent initgroups USER` prints
 /// (`USER gid gid ...`).
 pub(crate) fn initgroups(program: &Path, user: &str) -> io::Result<Vec<u32>> {
-    let Some(text) = ask(program, "initgroups", user)? else { return Ok(Vec::new()) };
+    let Some(text) = ask(program, "initgroups", user)? else {
+        return Ok(Vec::new());
+    };
     let line = text.lines().next().unwrap_or("");
     line.split_whitespace()
         .skip(1)
-        .map(|g| g.parse().map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("getent initgroups {user}: cannot read {line:?}"))))
+        .map(|g| {
+            g.parse().map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("getent initgroups {user}: cannot read {line:?}"),
+                )
+            })
+        })
         .collect()
 }

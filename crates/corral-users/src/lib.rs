@@ -69,7 +69,14 @@ impl Db {
     /// The entry `matches` picks: from the files when nsswitch.conf puts
     /// them first, else (or when they have none and other sources are
     /// named) from `getent DB KEY`, checked to be the entry asked for.
-    fn lookup<T>(&self, db: &str, path: &std::path::Path, key: &str, parse: fn(&str) -> Option<T>, matches: impl Fn(&T) -> bool) -> io::Result<Option<T>> {
+    fn lookup<T>(
+        &self,
+        db: &str,
+        path: &std::path::Path,
+        key: &str,
+        parse: fn(&str) -> Option<T>,
+        matches: impl Fn(&T) -> bool,
+    ) -> io::Result<Option<T>> {
         let order = self.order(db)?;
         if order.files_first {
             if let Some(e) = files::find(path, parse, &matches)? {
@@ -85,19 +92,39 @@ impl Db {
     }
 
     pub fn user_by_name(&self, name: &str) -> io::Result<Option<User>> {
-        self.lookup("passwd", &self.passwd, name, parse_passwd_line, |u: &User| u.name == name)
+        self.lookup(
+            "passwd",
+            &self.passwd,
+            name,
+            parse_passwd_line,
+            |u: &User| u.name == name,
+        )
     }
 
     pub fn user_by_uid(&self, uid: u32) -> io::Result<Option<User>> {
-        self.lookup("passwd", &self.passwd, &uid.to_string(), parse_passwd_line, |u: &User| u.uid == uid)
+        self.lookup(
+            "passwd",
+            &self.passwd,
+            &uid.to_string(),
+            parse_passwd_line,
+            |u: &User| u.uid == uid,
+        )
     }
 
     pub fn group_by_name(&self, name: &str) -> io::Result<Option<Group>> {
-        self.lookup("group", &self.group, name, parse_group_line, |g: &Group| g.name == name)
+        self.lookup("group", &self.group, name, parse_group_line, |g: &Group| {
+            g.name == name
+        })
     }
 
     pub fn group_by_gid(&self, gid: u32) -> io::Result<Option<Group>> {
-        self.lookup("group", &self.group, &gid.to_string(), parse_group_line, |g: &Group| g.gid == gid)
+        self.lookup(
+            "group",
+            &self.group,
+            &gid.to_string(),
+            parse_group_line,
+            |g: &Group| g.gid == gid,
+        )
     }
 
     /// Every group of `user`, `primary` first, then each group that lists
@@ -121,8 +148,12 @@ impl Db {
                 }
             }
         }
-        let user_in_files = || files::find(&self.passwd, parse_passwd_line, |u: &User| u.name == user).map(|u| u.is_some());
-        if !order.files_first || order.others_beyond_systemd || (order.others && !user_in_files()?) {
+        let user_in_files = || {
+            files::find(&self.passwd, parse_passwd_line, |u: &User| u.name == user)
+                .map(|u| u.is_some())
+        };
+        if !order.files_first || order.others_beyond_systemd || (order.others && !user_in_files()?)
+        {
             for gid in getent::initgroups(&self.getent, user)? {
                 add(gid);
             }

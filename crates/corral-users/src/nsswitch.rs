@@ -31,7 +31,9 @@ pub(crate) fn order(sources: &[String]) -> Order {
 pub(crate) fn sources(text: &str, db: &str) -> Vec<String> {
     for line in text.lines() {
         let line = line.split('#').next().unwrap_or("");
-        let Some((name, rest)) = line.split_once(':') else { continue };
+        let Some((name, rest)) = line.split_once(':') else {
+            continue;
+        };
         if name.trim() != db {
             continue;
         }
@@ -59,7 +61,12 @@ pub(crate) fn read_order(path: &Path, db: &str) -> io::Result<Order> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(io::Error::new(e.kind(), format!("read {}: {e}", path.display()))),
+        Err(e) => {
+            return Err(io::Error::new(
+                e.kind(),
+                format!("read {}: {e}", path.display()),
+            ))
+        }
     };
     Ok(order(&sources(&text, db)))
 }

@@ -37,9 +37,20 @@ fn fixture(nsswitch: &str, answers: &str) -> Fixture {
         std::fs::write(&p, text).unwrap();
         p
     };
-    let getent = w("getent", &format!("#!/bin/sh\necho \"$@\" >> {}/asked\ncase \"$1:$3\" in\n{answers}\n*) exit 2;;\nesac\n", dir.path().display()));
+    let getent = w(
+        "getent",
+        &format!(
+            "#!/bin/sh\necho \"$@\" >> {}/asked\ncase \"$1:$3\" in\n{answers}\n*) exit 2;;\nesac\n",
+            dir.path().display()
+        ),
+    );
     std::fs::set_permissions(&getent, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let db = Db { passwd: w("passwd", PASSWD), group: w("group", GROUP), nsswitch: w("nsswitch.conf", nsswitch), getent };
+    let db = Db {
+        passwd: w("passwd", PASSWD),
+        group: w("group", GROUP),
+        nsswitch: w("nsswitch.conf", nsswitch),
+        getent,
+    };
     Fixture { dir, db }
 }
 
@@ -51,20 +62,51 @@ fn asked(f: &Fixture) -> String {
 fn files_are_read_like_nss_files() {
     let f = fixture("passwd: files\ngroup: files\n", "");
     let web1 = f.db.user_by_name("web1").unwrap().unwrap();
-    assert_eq!(web1, User { name: "web1".into(), uid: 1001, gid: 1001, home: "/home/web1".into(), shell: "/bin/sh".into() });
-    assert_eq!(f.db.user_by_uid(1002).unwrap().unwrap().home, Path::new("/srv/web2"));
+    assert_eq!(
+        web1,
+        User {
+            name: "web1".into(),
+            uid: 1001,
+            gid: 1001,
+            home: "/home/web1".into(),
+            shell: "/bin/sh".into()
+        }
+    );
+    assert_eq!(
+        f.db.user_by_uid(1002).unwrap().unwrap().home,
+        Path::new("/srv/web2")
+    );
     assert_eq!(f.db.user_by_uid(0).unwrap().unwrap().name, "root");
     for missing in ["broken", "short", "nisuser", "+nisuser", "nobody"] {
         assert_eq!(f.db.user_by_name(missing).unwrap(), None, "{missing}");
     }
-    assert_eq!(f.db.user_by_uid(9999).unwrap().unwrap().name, "web1", "a later duplicate line is still found by uid");
-    assert_eq!(f.db.group_by_name("staff").unwrap().unwrap(), Group { name: "staff".into(), gid: 50, members: vec!["web2".into(), "web1".into()] });
+    assert_eq!(
+        f.db.user_by_uid(9999).unwrap().unwrap().name,
+        "web1",
+        "a later duplicate line is still found by uid"
+    );
+    assert_eq!(
+        f.db.group_by_name("staff").unwrap().unwrap(),
+        Group {
+            name: "staff".into(),
+            gid: 50,
+            members: vec!["web2".into(), "web1".into()]
+        }
+    );
     assert_eq!(f.db.group_by_gid(60).unwrap().unwrap().name, "sftp");
     assert_eq!(f.db.group_by_name("nisgroup").unwrap(), None);
     assert_eq!(f.db.group_list("web1", 1001).unwrap(), vec![1001, 50, 60]);
     assert_eq!(f.db.group_list("web2", 1002).unwrap(), vec![1002, 50]);
-    assert_eq!(f.db.group_list("web2", 50).unwrap(), vec![50], "the primary group is not repeated");
-    assert_eq!(asked(&f), "", "getent is not asked when nsswitch.conf names only files");
+    assert_eq!(
+        f.db.group_list("web2", 50).unwrap(),
+        vec![50],
+        "the primary group is not repeated"
+    );
+    assert_eq!(
+        asked(&f),
+        "",
+        "getent is not asked when nsswitch.conf names only files"
+    );
 }
 
 #[test]
@@ -76,33 +118,72 @@ group:ldapgroup) echo 'ldapgroup:*:7000:ldapuser';;
 initgroups:web1) echo 'web1   7000 50';;
 passwd:garbled) echo 'garbled';;
 passwd:failing) exit 1;;";
-    let f = fixture("passwd: files ldap\ngroup: files [NOTFOUND=return] sss\n", answers);
-    assert_eq!(f.db.user_by_name("web1").unwrap().unwrap().uid, 1001, "files first");
+    let f = fixture(
+        "passwd: files ldap\ngroup: files [NOTFOUND=return] sss\n",
+        answers,
+    );
+    assert_eq!(
+        f.db.user_by_name("web1").unwrap().unwrap().uid,
+        1001,
+        "files first"
+    );
     assert_eq!(asked(&f), "", "an entry in the files costs no getent");
-    assert_eq!(f.db.user_by_name("ldapuser").unwrap().unwrap().home, Path::new("/home/ldapuser"));
+    assert_eq!(
+        f.db.user_by_name("ldapuser").unwrap().unwrap().home,
+        Path::new("/home/ldapuser")
+    );
     assert_eq!(f.db.user_by_uid(5000).unwrap().unwrap().name, "ldapuser");
-    assert_eq!(f.db.user_by_name("nobody").unwrap(), None, "exit status 2 is 'not found'");
+    assert_eq!(
+        f.db.user_by_name("nobody").unwrap(),
+        None,
+        "exit status 2 is 'not found'"
+    );
     assert_eq!(f.db.group_by_name("ldapgroup").unwrap().unwrap().gid, 7000);
-    assert_eq!(f.db.group_list("web1", 1001).unwrap(), vec![1001, 50, 60, 7000]);
+    assert_eq!(
+        f.db.group_list("web1", 1001).unwrap(),
+        vec![1001, 50, 60, 7000]
+    );
     let e = f.db.user_by_name("garbled").unwrap_err();
     assert!(e.to_string().contains("cannot read \"garbled\""), "{e}");
     let e = f.db.user_by_name("failing").unwrap_err();
-    assert!(e.to_string().contains("passwd failing") && e.to_string().contains("failed"), "{e}");
+    assert!(
+        e.to_string().contains("passwd failing") && e.to_string().contains("failed"),
+        "{e}"
+    );
     assert!(asked(&f).contains("passwd -- ldapuser\n"), "{}", asked(&f));
 }
 
 #[test]
 fn systemd_serves_only_what_the_files_lack_and_a_missing_nsswitch_conf_means_files() {
     let answers = "passwd:homed) echo 'homed:x:60001:60001::/home/homed:/bin/bash';;\ninitgroups:homed) echo 'homed 50';;";
-    let f = fixture("passwd: files systemd\ngroup: files systemd # comment ldap\n", answers);
+    let f = fixture(
+        "passwd: files systemd\ngroup: files systemd # comment ldap\n",
+        answers,
+    );
     assert_eq!(f.db.group_list("web1", 1001).unwrap(), vec![1001, 50, 60]);
     assert_eq!(f.db.user_by_name("web1").unwrap().unwrap().uid, 1001);
-    assert_eq!(asked(&f), "", "a user of the files costs no getent with Debian's default order");
-    assert_eq!(f.db.user_by_name("homed").unwrap().unwrap().uid, 60001, "nss-systemd's own users come from getent");
-    assert_eq!(f.db.group_list("homed", 60001).unwrap(), vec![60001, 50], "and so do their groups");
+    assert_eq!(
+        asked(&f),
+        "",
+        "a user of the files costs no getent with Debian's default order"
+    );
+    assert_eq!(
+        f.db.user_by_name("homed").unwrap().unwrap().uid,
+        60001,
+        "nss-systemd's own users come from getent"
+    );
+    assert_eq!(
+        f.db.group_list("homed", 60001).unwrap(),
+        vec![60001, 50],
+        "and so do their groups"
+    );
     std::fs::remove_file(&f.db.nsswitch).unwrap();
     let before = asked(&f);
-    assert_eq!(f.db.user_by_name("homed").unwrap(), None, "no nsswitch.conf: files only");
+    assert_eq!(
+        f.db.user_by_name("homed").unwrap(),
+        None,
+        "no nsswitch.conf: files only"
+    );
     assert_eq!(asked(&f), before);
 }
 
@@ -110,14 +191,21 @@ fn systemd_serves_only_what_the_files_lack_and_a_missing_nsswitch_conf_means_fil
 fn another_source_first_means_getent_for_everything() {
     let answers = "passwd:web1) echo 'web1:x:4242:4242::/ldap/web1:/bin/sh';;\ninitgroups:web1) echo 'web1 7000';;";
     let f = fixture("passwd: sss files\ngroup: ldap files\n", answers);
-    assert_eq!(f.db.user_by_name("web1").unwrap().unwrap().uid, 4242, "the first source wins, as in glibc");
+    assert_eq!(
+        f.db.user_by_name("web1").unwrap().unwrap().uid,
+        4242,
+        "the first source wins, as in glibc"
+    );
     assert_eq!(f.db.group_list("web1", 4242).unwrap(), vec![4242, 7000]);
 }
 
 #[test]
 fn getent_answers_for_another_key_are_no_answer() {
     // `getent passwd 33` looks 33 up as a uid.
-    let f = fixture("passwd: files ldap\ngroup: files ldap\n", "passwd:33) echo 'www-data:x:33:33::/var/www:/bin/sh';;\ngroup:33) echo 'www-data:x:33:';;");
+    let f = fixture(
+        "passwd: files ldap\ngroup: files ldap\n",
+        "passwd:33) echo 'www-data:x:33:33::/var/www:/bin/sh';;\ngroup:33) echo 'www-data:x:33:';;",
+    );
     assert_eq!(f.db.user_by_name("33").unwrap(), None);
     assert_eq!(f.db.user_by_uid(33).unwrap().unwrap().name, "www-data");
     assert_eq!(f.db.group_by_name("33").unwrap(), None);
@@ -127,8 +215,24 @@ fn getent_answers_for_another_key_are_no_answer() {
 #[test]
 fn lines_are_read_as_leniently_as_glibc_reads_them() {
     let u = parse_passwd_line("sixfields:x:1:2:gecos:/home/six").unwrap();
-    assert_eq!((u.uid, u.gid, u.home.to_str().unwrap(), u.shell.to_str().unwrap()), (1, 2, "/home/six", ""));
-    assert_eq!(parse_passwd_line("extra:x:1:2::/h:/bin/sh:more").unwrap().shell.to_str().unwrap(), "/bin/sh:more", "the shell is the rest of the line");
+    assert_eq!(
+        (
+            u.uid,
+            u.gid,
+            u.home.to_str().unwrap(),
+            u.shell.to_str().unwrap()
+        ),
+        (1, 2, "/home/six", "")
+    );
+    assert_eq!(
+        parse_passwd_line("extra:x:1:2::/h:/bin/sh:more")
+            .unwrap()
+            .shell
+            .to_str()
+            .unwrap(),
+        "/bin/sh:more",
+        "the shell is the rest of the line"
+    );
     assert_eq!(parse_passwd_line("five:x:1:2:gecos"), None);
     let g = parse_group_line("nocolon:x:70").unwrap();
     assert_eq!((g.gid, g.members.len()), (70, 0));
@@ -140,18 +244,34 @@ fn nsswitch_sources_skip_actions_and_comments() {
     let text = "# passwd: ldap\npasswd:   files  [ NOTFOUND=return ] ldap # sss\ngroup:files\n";
     assert_eq!(nsswitch::sources(text, "passwd"), ["files", "ldap"]);
     assert_eq!(nsswitch::sources(text, "group"), ["files"]);
-    assert_eq!(nsswitch::sources(text, "shadow"), ["files"], "missing line: glibc's default");
+    assert_eq!(
+        nsswitch::sources(text, "shadow"),
+        ["files"],
+        "missing line: glibc's default"
+    );
 }
 
 #[test]
 fn missing_files_and_getent_are_errors_that_name_them() {
     let f = fixture("passwd: files ldap\n", "");
-    let db = Db { getent: f.dir.path().join("no-getent"), ..f.db.clone() };
+    let db = Db {
+        getent: f.dir.path().join("no-getent"),
+        ..f.db.clone()
+    };
     let e = db.user_by_name("ldapuser").unwrap_err();
-    assert!(e.to_string().contains("no-getent") && e.to_string().contains("only getent can ask"), "{e}");
-    let db = Db { passwd: f.dir.path().join("no-passwd"), ..f.db.clone() };
+    assert!(
+        e.to_string().contains("no-getent") && e.to_string().contains("only getent can ask"),
+        "{e}"
+    );
+    let db = Db {
+        passwd: f.dir.path().join("no-passwd"),
+        ..f.db.clone()
+    };
     let e = db.user_by_name("web1").unwrap_err();
-    assert!(e.to_string().contains("read ") && e.to_string().contains("no-passwd"), "{e}");
+    assert!(
+        e.to_string().contains("read ") && e.to_string().contains("no-passwd"),
+        "{e}"
+    );
 }
 
 /// The system's databases answer as the system's own tools (dynamically
@@ -160,21 +280,38 @@ fn missing_files_and_getent_are_errors_that_name_them() {
 fn system_lookups_agree_with_getent_and_id() {
     let db = Db::system();
     let tool = |args: &[&str]| {
-        let out = std::process::Command::new(args[0]).args(&args[1..]).output().unwrap();
-        out.status.success().then(|| String::from_utf8(out.stdout).unwrap().trim().to_string())
+        let out = std::process::Command::new(args[0])
+            .args(&args[1..])
+            .output()
+            .unwrap();
+        out.status
+            .success()
+            .then(|| String::from_utf8(out.stdout).unwrap().trim().to_string())
     };
     for name in ["root", "nobody", "daemon"] {
-        let Some(line) = tool(&["getent", "passwd", name]) else { continue };
+        let Some(line) = tool(&["getent", "passwd", name]) else {
+            continue;
+        };
         let theirs = parse_passwd_line(&line).unwrap();
-        let ours = db.user_by_name(name).unwrap().unwrap_or_else(|| panic!("{name} not found"));
+        let ours = db
+            .user_by_name(name)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{name} not found"));
         assert_eq!(ours, theirs, "{name}");
         assert_eq!(db.user_by_uid(ours.uid).unwrap().unwrap().name, name);
-        let mut theirs: Vec<u32> = tool(&["id", "-G", name]).unwrap().split_whitespace().map(|g| g.parse().unwrap()).collect();
+        let mut theirs: Vec<u32> = tool(&["id", "-G", name])
+            .unwrap()
+            .split_whitespace()
+            .map(|g| g.parse().unwrap())
+            .collect();
         let mut ours = db.group_list(name, ours.gid).unwrap();
         theirs.sort_unstable();
         ours.sort_unstable();
         assert_eq!(ours, theirs, "groups of {name}");
     }
     let root_group = tool(&["getent", "group", "0"]).unwrap();
-    assert_eq!(db.group_by_gid(0).unwrap().unwrap(), parse_group_line(&root_group).unwrap());
+    assert_eq!(
+        db.group_by_gid(0).unwrap().unwrap(),
+        parse_group_line(&root_group).unwrap()
+    );
 }

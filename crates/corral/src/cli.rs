@@ -46,15 +46,30 @@ impl RunCli {
     /// empty value or one that looks like an option, a missing tenant or
     /// command...): the caller then parses with clap, which answers exactly
     /// as before. The unit test checks that every `Some` equals clap's parse.
-    pub fn parse_plain(args: &[std::ffi::OsString], env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<RunCli> {
-        let (mut config_dir, mut state_dir, mut cgroup_parent): (Option<PathBuf>, Option<PathBuf>, Option<String>) = (None, None, None);
-        let (mut tenant, mut cwd, mut log, mut preserve): (Option<String>, Option<String>, Option<PathBuf>, Option<u16>) = (None, None, None, None);
+    pub fn parse_plain(
+        args: &[std::ffi::OsString],
+        env: impl Fn(&str) -> Option<std::ffi::OsString>,
+    ) -> Option<RunCli> {
+        let (mut config_dir, mut state_dir, mut cgroup_parent): (
+            Option<PathBuf>,
+            Option<PathBuf>,
+            Option<String>,
+        ) = (None, None, None);
+        let (mut tenant, mut cwd, mut log, mut preserve): (
+            Option<String>,
+            Option<String>,
+            Option<PathBuf>,
+            Option<u16>,
+        ) = (None, None, None, None);
         let (mut json, mut detach, mut envs, mut command) = (false, false, Vec::new(), None);
         let mut it = args.iter();
         while let Some(a) = it.next() {
             let a = a.to_str()?;
             if a == "--" {
-                command = Some(it.map(|c| c.to_str().map(String::from)).collect::<Option<Vec<String>>>()?);
+                command = Some(
+                    it.map(|c| c.to_str().map(String::from))
+                        .collect::<Option<Vec<String>>>()?,
+                );
                 break;
             }
             let (name, inline) = match a.split_once('=') {
@@ -97,12 +112,29 @@ impl RunCli {
             }
         };
         let global = Global {
-            config_dir: config_dir.map_or_else(|| from_env("CORRAL_CONFIG_DIR", DEFAULT_CONFIG_DIR).map(PathBuf::from), Some)?,
-            state_dir: state_dir.map_or_else(|| from_env("CORRAL_STATE_DIR", DEFAULT_STATE_DIR).map(PathBuf::from), Some)?,
-            cgroup_parent: cgroup_parent.map_or_else(|| from_env("CORRAL_CGROUP_PARENT", DEFAULT_CGROUP_PARENT), Some)?,
+            config_dir: config_dir.map_or_else(
+                || from_env("CORRAL_CONFIG_DIR", DEFAULT_CONFIG_DIR).map(PathBuf::from),
+                Some,
+            )?,
+            state_dir: state_dir.map_or_else(
+                || from_env("CORRAL_STATE_DIR", DEFAULT_STATE_DIR).map(PathBuf::from),
+                Some,
+            )?,
+            cgroup_parent: cgroup_parent.map_or_else(
+                || from_env("CORRAL_CGROUP_PARENT", DEFAULT_CGROUP_PARENT),
+                Some,
+            )?,
             json,
         };
-        let run = RunArgs { tenant: tenant?, cwd, env: envs, preserve_fds: preserve.unwrap_or(0), detach, log, command };
+        let run = RunArgs {
+            tenant: tenant?,
+            cwd,
+            env: envs,
+            preserve_fds: preserve.unwrap_or(0),
+            detach,
+            log,
+            command,
+        };
         Some(RunCli { global, run })
     }
 }
@@ -120,7 +152,9 @@ pub fn run_command_args(args: &[std::ffi::OsString]) -> Option<Vec<std::ffi::OsS
             out.extend_from_slice(&args[i + 1..]);
             return Some(out);
         }
-        let inline = WITH_VALUE.iter().any(|o| a.strip_prefix(o).is_some_and(|r| r.starts_with('=')));
+        let inline = WITH_VALUE
+            .iter()
+            .any(|o| a.strip_prefix(o).is_some_and(|r| r.starts_with('=')));
         i += match a {
             _ if WITH_VALUE.contains(&a) => 2,
             "--json" => 1,
@@ -190,10 +224,12 @@ pub enum LimitsCmd {
     /// Effective limits (of the running sandbox, else from the profile and plan).
     Show { tenant: String },
     /// Change limits of a running tenant without restarting it, e.g. `cpu=50% memory.max=512M processes=200`.
-    #[command(after_help = "Keys: cpu cpu.weight memory.max memory.high memory.swap_max processes io.read_bps io.write_bps \
+    #[command(
+        after_help = "Keys: cpu cpu.weight memory.max memory.high memory.swap_max processes io.read_bps io.write_bps \
 io.read_iops io.write_iops entry_processes rlimits.nofile rlimits.core rlimits.cpu rlimits.as. \
 Values: 50%, 512M, 1G, a number, or max. All are validated before any is applied. \
-Changes last until the sandbox is rebuilt: put permanent ones in the tenant's override file.")]
+Changes last until the sandbox is rebuilt: put permanent ones in the tenant's override file."
+    )]
     Set {
         tenant: String,
         #[arg(required = true, value_name = "KEY=VALUE")]
@@ -291,13 +327,43 @@ mod tests {
     #[test]
     fn run_command_lines_are_recognised_with_global_options_first() {
         let v = |a: &[&str]| a.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
-        assert_eq!(run_command_args(&v(&["run", "t", "--", "x"])), Some(v(&["t", "--", "x"])));
         assert_eq!(
-            run_command_args(&v(&["--state-dir", "/s", "--json", "--config-dir=/c", "run", "t", "--", "run"])),
-            Some(v(&["--state-dir", "/s", "--json", "--config-dir=/c", "t", "--", "run"]))
+            run_command_args(&v(&["run", "t", "--", "x"])),
+            Some(v(&["t", "--", "x"]))
         );
-        assert_eq!(run_command_args(&v(&["--state-dir", "run", "up", "t"])), None, "run as the value of --state-dir");
-        for other in [&["up", "run"][..], &["ls"], &[], &["--help", "run"], &["--state-dir"]] {
+        assert_eq!(
+            run_command_args(&v(&[
+                "--state-dir",
+                "/s",
+                "--json",
+                "--config-dir=/c",
+                "run",
+                "t",
+                "--",
+                "run"
+            ])),
+            Some(v(&[
+                "--state-dir",
+                "/s",
+                "--json",
+                "--config-dir=/c",
+                "t",
+                "--",
+                "run"
+            ]))
+        );
+        assert_eq!(
+            run_command_args(&v(&["--state-dir", "run", "up", "t"])),
+            None,
+            "run as the value of --state-dir"
+        );
+        for other in [
+            &["up", "run"][..],
+            &["ls"],
+            &[],
+            &["--help", "run"],
+            &["--state-dir"],
+        ] {
             assert_eq!(run_command_args(&v(other)), None, "{other:?}");
         }
     }
@@ -309,10 +375,40 @@ mod tests {
         let cases: &[&[&str]] = &[
             &["t1", "--", "/bin/true"],
             &["t1", "--", "sh", "-c", "echo -- hi"],
-            &["--state-dir", "/s", "--config-dir=/c", "--cgroup-parent", "p", "--json", "t1", "--", "id"],
-            &["--cwd", "/tmp", "-e", "A=1", "--env", "B=2", "--env=C=3", "t1", "--", "env"],
+            &[
+                "--state-dir",
+                "/s",
+                "--config-dir=/c",
+                "--cgroup-parent",
+                "p",
+                "--json",
+                "t1",
+                "--",
+                "id",
+            ],
+            &[
+                "--cwd",
+                "/tmp",
+                "-e",
+                "A=1",
+                "--env",
+                "B=2",
+                "--env=C=3",
+                "t1",
+                "--",
+                "env",
+            ],
             &["--preserve-fds", "2", "t1", "--", "cat"],
-            &["--preserve-fds=1", "--detach", "--log", "/var/log/x", "t1", "--", "sleep", "1"],
+            &[
+                "--preserve-fds=1",
+                "--detach",
+                "--log",
+                "/var/log/x",
+                "t1",
+                "--",
+                "sleep",
+                "1",
+            ],
             &["t1", "--cwd", "/w", "--", "pwd"],
             // Declined (clap answers): help, errors, unusual forms.
             &["--help"],
@@ -343,29 +439,48 @@ mod tests {
             for case in cases {
                 let args: Vec<std::ffi::OsString> = case.iter().map(|a| a.into()).collect();
                 let plain = RunCli::parse_plain(&args, |v| std::env::var_os(v));
-                let clap = Cli::try_parse_from(["corral", "run"].into_iter().chain(case.iter().copied())).map(|c| match c.command {
-                    Command::Run(run) => RunCli { global: c.global, run },
-                    other => panic!("{case:?}: parsed as {other:?}"),
-                });
+                let clap =
+                    Cli::try_parse_from(["corral", "run"].into_iter().chain(case.iter().copied()))
+                        .map(|c| match c.command {
+                            Command::Run(run) => RunCli {
+                                global: c.global,
+                                run,
+                            },
+                            other => panic!("{case:?}: parsed as {other:?}"),
+                        });
                 if let Some(p) = plain {
                     accepted += 1;
-                    let c = clap.unwrap_or_else(|e| panic!("{case:?}: plain parsed, clap refused: {e}"));
+                    let c = clap
+                        .unwrap_or_else(|e| panic!("{case:?}: plain parsed, clap refused: {e}"));
                     assert_eq!(p, c, "{case:?}");
                     if !case.contains(&"--state-dir") {
                         assert_eq!(p.global.state_dir, PathBuf::from(state));
                     }
                 } else {
-                    let declined_valid = clap.is_ok() && !case.contains(&"--help") && !case.contains(&"-h");
+                    let declined_valid =
+                        clap.is_ok() && !case.contains(&"--help") && !case.contains(&"-h");
                     // Empty values are always left to clap (it refuses an
                     // empty path, and a missing one is no plain form).
                     let empty_value = case.iter().any(|a| a.is_empty() || a.ends_with('='));
-                    assert!(!declined_valid || empty_value, "{case:?}: clap accepts it, the plain parser should too");
+                    assert!(
+                        !declined_valid || empty_value,
+                        "{case:?}: clap accepts it, the plain parser should too"
+                    );
                 }
             }
         }
         std::env::set_var("CORRAL_STATE_DIR", "");
-        assert!(RunCli::parse_plain(&["t1".into(), "--".into(), "x".into()], |v| std::env::var_os(v)).is_none(), "an empty variable is left to clap");
+        assert!(
+            RunCli::parse_plain(&["t1".into(), "--".into(), "x".into()], |v| {
+                std::env::var_os(v)
+            })
+            .is_none(),
+            "an empty variable is left to clap"
+        );
         std::env::remove_var("CORRAL_STATE_DIR");
-        assert_eq!(accepted, 14, "the 7 plain forms, with and without the variable");
+        assert_eq!(
+            accepted, 14,
+            "the 7 plain forms, with and without the variable"
+        );
     }
 }

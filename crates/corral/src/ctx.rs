@@ -19,7 +19,12 @@ pub struct Ctx {
 
 impl Ctx {
     pub fn new(g: &Global) -> Ctx {
-        Ctx { layout: Layout::new(&g.state_dir), config_dir: g.config_dir.clone(), cgroup_parent: g.cgroup_parent.clone(), json: g.json }
+        Ctx {
+            layout: Layout::new(&g.state_dir),
+            config_dir: g.config_dir.clone(),
+            cgroup_parent: g.cgroup_parent.clone(),
+            json: g.json,
+        }
     }
 
     /// corral-init: $CORRAL_INIT, else next to this executable.
@@ -29,12 +34,19 @@ impl Ctx {
         }
         let exe = std::env::current_exe()?;
         let p = exe.with_file_name("corral-init");
-        anyhow::ensure!(p.exists(), "corral-init not found next to {} (set CORRAL_INIT)", exe.display());
+        anyhow::ensure!(
+            p.exists(),
+            "corral-init not found next to {} (set CORRAL_INIT)",
+            exe.display()
+        );
         Ok(p)
     }
 
     pub fn up_options(&self) -> anyhow::Result<corral_sandbox::UpOptions> {
-        Ok(corral_sandbox::UpOptions { init: self.init_path()?, cgroup_parent: self.cgroup_parent.clone() })
+        Ok(corral_sandbox::UpOptions {
+            init: self.init_path()?,
+            cgroup_parent: self.cgroup_parent.clone(),
+        })
     }
 }
 
@@ -43,7 +55,8 @@ impl Ctx {
 pub fn check_tenant_name(name: &str) -> anyhow::Result<()> {
     let mut chars = name.chars();
     let first_ok = matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c == '_');
-    let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-'));
+    let rest_ok =
+        chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-'));
     anyhow::ensure!(first_ok && rest_ok && name.len() <= 32, "{name:?}: not a tenant name (expected a Unix user name like [a-z_][a-z0-9_.-]*, at most 32 characters)");
     Ok(())
 }

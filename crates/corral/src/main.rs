@@ -10,7 +10,8 @@ fn main() {
     // `corral run` (the hot path) in its plain forms is read without clap
     // (see `cli::RunCli::parse_plain`); everything else, as always, by clap.
     let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let plain = cli::run_command_args(&argv).and_then(|args| cli::RunCli::parse_plain(&args, |v| std::env::var_os(v)));
+    let plain = cli::run_command_args(&argv)
+        .and_then(|args| cli::RunCli::parse_plain(&args, |v| std::env::var_os(v)));
     let (global, command) = match plain {
         Some(run) => (run.global, cli::Command::Run(run.run)),
         None => {

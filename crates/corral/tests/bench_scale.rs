@@ -211,12 +211,16 @@ fn scale_smoke_is_complete_and_leaves_nothing_behind() {
     for i in 1..=20 {
         let u = format!("corral-s{i:05}");
         assert!(
-            corral_users::Db::system().user_by_name(&u).unwrap().is_none(),
+            corral_users::Db::system()
+                .user_by_name(&u)
+                .unwrap()
+                .is_none(),
             "user {u} left"
         );
     }
     assert!(
-        corral_users::Db::system().group_by_name("corral-scale")
+        corral_users::Db::system()
+            .group_by_name("corral-scale")
             .unwrap()
             .is_none(),
         "group corral-scale left"

@@ -28,7 +28,11 @@ const SETUP: i32 = 90;
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
 fn uniq() -> String {
-    format!("{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 // ------------------------------------------------------------------ modes
@@ -40,15 +44,32 @@ struct Mode {
 }
 
 const MODES: [Mode; 4] = [
-    Mode { net_none: false, userns: false },
-    Mode { net_none: true, userns: false },
-    Mode { net_none: false, userns: true },
-    Mode { net_none: true, userns: true },
+    Mode {
+        net_none: false,
+        userns: false,
+    },
+    Mode {
+        net_none: true,
+        userns: false,
+    },
+    Mode {
+        net_none: false,
+        userns: true,
+    },
+    Mode {
+        net_none: true,
+        userns: true,
+    },
 ];
 
 impl std::fmt::Display for Mode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "net={} user={}", if self.net_none { "none" } else { "host" }, if self.userns { "on" } else { "off" })
+        write!(
+            f,
+            "net={} user={}",
+            if self.net_none { "none" } else { "host" },
+            if self.userns { "on" } else { "off" }
+        )
     }
 }
 
@@ -57,9 +78,15 @@ fn write_profile(env: &Env, mode: Mode, extra: &str) {
     env.default_profile_with(extra);
     let p = env.config_dir().join("profile.toml");
     let mut text = std::fs::read_to_string(&p).unwrap();
-    for (on, from, to) in [(mode.net_none, "\nnet = \"host\"", "\nnet = \"none\""), (mode.userns, "\nuser = false", "\nuser = true")] {
+    for (on, from, to) in [
+        (mode.net_none, "\nnet = \"host\"", "\nnet = \"none\""),
+        (mode.userns, "\nuser = false", "\nuser = true"),
+    ] {
         if on {
-            assert!(text.contains(from), "the default profile no longer has {from:?} in [namespaces]");
+            assert!(
+                text.contains(from),
+                "the default profile no longer has {from:?} in [namespaces]"
+            );
             text = text.replacen(from, to, 1);
         }
     }
@@ -102,7 +129,13 @@ fn check_mode(env: &Env, mode: Mode) {
     for (ns, own) in [("net", mode.net_none), ("user", mode.userns)] {
         let theirs = std::fs::read_link(format!("/proc/{pid}/ns/{ns}")).unwrap();
         let host = std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();
-        assert_eq!(theirs != host, own, "[{mode}] the sandbox's {ns} namespace is {} but the host's is {}", theirs.display(), host.display());
+        assert_eq!(
+            theirs != host,
+            own,
+            "[{mode}] the sandbox's {ns} namespace is {} but the host's is {}",
+            theirs.display(),
+            host.display()
+        );
     }
 }
 
@@ -136,16 +169,30 @@ fn each_mode(name: &str, attempt: impl Fn(&Env, Mode) -> Verdict) {
             attempt(&env, mode)
         }));
         match r {
-            Ok(Verdict::Blocked(what)) => verdict(&format!("PASS  {name} [{mode}]: blocked ({what})")),
+            Ok(Verdict::Blocked(what)) => {
+                verdict(&format!("PASS  {name} [{mode}]: blocked ({what})"))
+            }
             Ok(Verdict::NotApplicable(why)) => verdict(&format!("SKIP  {name} [{mode}]: {why}")),
             Err(p) => {
-                let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
-                verdict(&format!("FAIL  {name} [{mode}]: {}", msg.lines().next().unwrap_or("")));
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                verdict(&format!(
+                    "FAIL  {name} [{mode}]: {}",
+                    msg.lines().next().unwrap_or("")
+                ));
                 failures.push(format!("[{mode}] {msg}"));
             }
         }
     }
-    assert!(failures.is_empty(), "{name}: {} mode(s) failed:\n{}", failures.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{name}: {} mode(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
 }
 
 // ------------------------------------------------------------ the probe
@@ -171,7 +218,12 @@ fn probe_binary() -> PathBuf {
                 .arg(&src)
                 .output()
                 .expect("run cc (build-essential: scripts/install-deps.sh installs it)");
-            assert!(o.status.success(), "cc -static {} failed:\n{}", src.display(), String::from_utf8_lossy(&o.stderr));
+            assert!(
+                o.status.success(),
+                "cc -static {} failed:\n{}",
+                src.display(),
+                String::from_utf8_lossy(&o.stderr)
+            );
             std::fs::rename(&tmp, &out).unwrap();
         }
         out
@@ -195,7 +247,13 @@ impl Installed {
         std::fs::copy(probe_binary(), &probe).unwrap();
         std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(0o755)).unwrap();
         let uid = nix::unistd::Uid::from_raw(uid_of(tenant));
-        let gid = nix::unistd::Gid::from_raw(corral_users::Db::system().user_by_name(tenant).unwrap().unwrap().gid);
+        let gid = nix::unistd::Gid::from_raw(
+            corral_users::Db::system()
+                .user_by_name(tenant)
+                .unwrap()
+                .unwrap()
+                .gid,
+        );
         for p in [&dir, &probe] {
             nix::unistd::chown(p, Some(uid), Some(gid)).unwrap();
         }
@@ -227,9 +285,16 @@ struct Marker {
 
 impl Marker {
     fn new() -> Marker {
-        let dir = tempfile::Builder::new().prefix("corral-escape-marker").tempdir_in("/var/tmp").unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("corral-escape-marker")
+            .tempdir_in("/var/tmp")
+            .unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let secret = format!("corral-escape-secret-{}-{}", uniq(), Instant::now().elapsed().as_nanos() ^ (std::process::id() as u128 * 7919));
+        let secret = format!(
+            "corral-escape-secret-{}-{}",
+            uniq(),
+            Instant::now().elapsed().as_nanos() ^ (std::process::id() as u128 * 7919)
+        );
         let path = dir.path().join("marker");
         std::fs::write(&path, &secret).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -251,7 +316,11 @@ struct ProbeRun {
 
 impl ProbeRun {
     fn from(o: Output) -> ProbeRun {
-        ProbeRun { code: o.status.code(), stdout: String::from_utf8_lossy(&o.stdout).into_owned(), stderr: String::from_utf8_lossy(&o.stderr).into_owned() }
+        ProbeRun {
+            code: o.status.code(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
     }
 
     fn print(&self, what: &str) {
@@ -265,11 +334,17 @@ impl ProbeRun {
     }
 
     fn escapes(&self) -> Vec<&str> {
-        self.stdout.lines().filter(|l| l.starts_with("ESCAPED")).collect()
+        self.stdout
+            .lines()
+            .filter(|l| l.starts_with("ESCAPED"))
+            .collect()
     }
 
     fn blocked_count(&self) -> usize {
-        self.stdout.lines().filter(|l| l.starts_with("blocked")).count()
+        self.stdout
+            .lines()
+            .filter(|l| l.starts_with("blocked"))
+            .count()
     }
 
     /// What the sentinel says: Ok(one-line summary) when every attempt was
@@ -279,8 +354,14 @@ impl ProbeRun {
         match self.code {
             Some(BLOCKED) => Ok(format!("{what}: {} attempts blocked", self.blocked_count())),
             Some(ESCAPED) => Err(format!("ESCAPED: {what}: {}", self.escapes().join(" | "))),
-            Some(SETUP) => Err(format!("setup error in {what}: {}{}", self.stdout, self.stderr)),
-            other => Err(format!("{what}: unexpected exit {other:?} (not a probe sentinel): stdout: {} stderr: {}", self.stdout, self.stderr)),
+            Some(SETUP) => Err(format!(
+                "setup error in {what}: {}{}",
+                self.stdout, self.stderr
+            )),
+            other => Err(format!(
+                "{what}: unexpected exit {other:?} (not a probe sentinel): stdout: {} stderr: {}",
+                self.stdout, self.stderr
+            )),
         }
     }
 
@@ -316,18 +397,38 @@ impl Checks {
     }
 }
 
-fn probe_args<'a>(inst: &'a Installed, attempt: &'a str, m: &'a Marker, args: &'a [&'a str]) -> Vec<&'a str> {
+fn probe_args<'a>(
+    inst: &'a Installed,
+    attempt: &'a str,
+    m: &'a Marker,
+    args: &'a [&'a str],
+) -> Vec<&'a str> {
     let mut v = vec![inst.path(), attempt, m.path(), m.secret.as_str()];
     v.extend_from_slice(args);
     v
 }
 
 /// `corral run [opts] TENANT -- probe ATTEMPT MARKER SECRET ARGS...`
-fn probe(env: &Env, tenant: &str, inst: &Installed, attempt: &str, m: &Marker, args: &[&str]) -> ProbeRun {
+fn probe(
+    env: &Env,
+    tenant: &str,
+    inst: &Installed,
+    attempt: &str,
+    m: &Marker,
+    args: &[&str],
+) -> ProbeRun {
     probe_with(env, &[], tenant, inst, attempt, m, args)
 }
 
-fn probe_with(env: &Env, opts: &[&str], tenant: &str, inst: &Installed, attempt: &str, m: &Marker, args: &[&str]) -> ProbeRun {
+fn probe_with(
+    env: &Env,
+    opts: &[&str],
+    tenant: &str,
+    inst: &Installed,
+    attempt: &str,
+    m: &Marker,
+    args: &[&str],
+) -> ProbeRun {
     let mut a = vec!["run"];
     a.extend_from_slice(opts);
     a.extend_from_slice(&[tenant, "--"]);
@@ -337,7 +438,15 @@ fn probe_with(env: &Env, opts: &[&str], tenant: &str, inst: &Installed, attempt:
 
 /// The probe as a service of the tenant init (`corral run --detach --log`):
 /// its exit status comes from the "RESULT n" line it logs last.
-fn probe_detached(env: &Env, opts: &[&str], tenant: &str, inst: &Installed, attempt: &str, m: &Marker, args: &[&str]) -> ProbeRun {
+fn probe_detached(
+    env: &Env,
+    opts: &[&str],
+    tenant: &str,
+    inst: &Installed,
+    attempt: &str,
+    m: &Marker,
+    args: &[&str],
+) -> ProbeRun {
     let log = env.state_dir().join(format!("probe-{}.log", uniq()));
     let mut a = vec!["run", "--detach", "--log", log.to_str().unwrap()];
     a.extend_from_slice(opts);
@@ -345,17 +454,32 @@ fn probe_detached(env: &Env, opts: &[&str], tenant: &str, inst: &Installed, atte
     a.extend(probe_args(inst, attempt, m, args));
     let o = env.run(&a);
     if !o.status.success() {
-        return ProbeRun { code: None, stdout: String::new(), stderr: format!("corral run --detach failed: {}", String::from_utf8_lossy(&o.stderr)) };
+        return ProbeRun {
+            code: None,
+            stdout: String::new(),
+            stderr: format!(
+                "corral run --detach failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            ),
+        };
     }
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         if let Some(l) = text.lines().find(|l| l.starts_with("RESULT ")) {
             let code = l[7..].trim().parse().ok();
-            return ProbeRun { code, stdout: text, stderr: String::new() };
+            return ProbeRun {
+                code,
+                stdout: text,
+                stderr: String::new(),
+            };
         }
         if Instant::now() > deadline {
-            return ProbeRun { code: None, stdout: text, stderr: "no RESULT line within 30 s".into() };
+            return ProbeRun {
+                code: None,
+                stdout: text,
+                stderr: "no RESULT line within 30 s".into(),
+            };
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -368,11 +492,21 @@ fn child_of(ppid: i32, comm: &str) -> Option<i32> {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-            let Some(close) = stat.rfind(')') else { continue };
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            let Some(close) = stat.rfind(')') else {
+                continue;
+            };
             let name = &stat[stat.find('(').unwrap() + 1..close];
-            let pp: i32 = stat[close + 2..].split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+            let pp: i32 = stat[close + 2..]
+                .split(' ')
+                .nth(1)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
             if pp == ppid && name == comm {
                 return Some(pid);
             }
@@ -387,9 +521,16 @@ fn start_time(pid: i32) -> Option<u64> {
 }
 
 fn sha256(p: &Path) -> String {
-    let o = Command::new("sha256sum").arg(p).output().expect("sha256sum");
+    let o = Command::new("sha256sum")
+        .arg(p)
+        .output()
+        .expect("sha256sum");
     assert!(o.status.success());
-    String::from_utf8_lossy(&o.stdout).split_whitespace().next().unwrap().to_string()
+    String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
 }
 
 /// The first IPv4 address of a non-loopback interface that is up.
@@ -404,9 +545,13 @@ fn host_interface_addr() -> Option<std::net::Ipv4Addr> {
     while !cur.is_null() {
         // SAFETY: walking the list getifaddrs returned.
         let ifa = unsafe { &*cur };
-        let up = ifa.ifa_flags & libc::IFF_UP as u32 != 0 && ifa.ifa_flags & libc::IFF_LOOPBACK as u32 == 0;
+        let up = ifa.ifa_flags & libc::IFF_UP as u32 != 0
+            && ifa.ifa_flags & libc::IFF_LOOPBACK as u32 == 0;
         // SAFETY: ifa_addr is checked for NULL and AF_INET before the cast.
-        if up && !ifa.ifa_addr.is_null() && unsafe { (*ifa.ifa_addr).sa_family } as i32 == libc::AF_INET {
+        if up
+            && !ifa.ifa_addr.is_null()
+            && unsafe { (*ifa.ifa_addr).sa_family } as i32 == libc::AF_INET
+        {
             let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
             found = Some(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
             break;
@@ -422,7 +567,9 @@ fn host_interface_addr() -> Option<std::net::Ipv4Addr> {
 /// to a host directory that is not close-on-exec (runc CVE-2024-21626).
 fn corral_with_leaked_fd(env: &Env, dir: &str, args: &[&str]) -> ProbeRun {
     let mut c = Command::new("/bin/sh");
-    c.args(["-c", "exec 7<\"$1\"; shift; exec \"$@\"", "sh", dir]).arg(corral_bin()).args(args);
+    c.args(["-c", "exec 7<\"$1\"; shift; exec \"$@\"", "sh", dir])
+        .arg(corral_bin())
+        .args(args);
     let probe_env = env.cmd();
     for (k, v) in probe_env.get_envs() {
         match v {
@@ -453,7 +600,10 @@ fn open_by_handle_at_cannot_reach_the_host_fs() {
     each_mode("open_by_handle_at", |env, _| {
         let m = Marker::new();
         let inst = Installed::new(T1);
-        Verdict::Blocked(probe(env, T1, &inst, "handle", &m, &[]).assert_blocked("open_by_handle_at / name_to_handle_at"))
+        Verdict::Blocked(
+            probe(env, T1, &inst, "handle", &m, &[])
+                .assert_blocked("open_by_handle_at / name_to_handle_at"),
+        )
     });
 }
 
@@ -470,14 +620,31 @@ fn another_tenants_process_and_host_processes_cannot_be_signalled_or_traced() {
         // T1 with the default filter (ptrace denied by seccomp), and T3
         // with allow_ptrace = true: then only the pid namespace and the
         // kernel's ptrace access checks stand in the way.
-        env.write_config(&format!("tenants/{T3}.toml"), "[seccomp]\nallow_ptrace = true\n");
+        env.write_config(
+            &format!("tenants/{T3}.toml"),
+            "[seccomp]\nallow_ptrace = true\n",
+        );
         for attacker in [T1, T3] {
             let inst = Installed::new(attacker);
-            let r = probe(env, attacker, &inst, "signal", &m, &[&victim.to_string(), "2999", &me]);
-            c.probe(&r, &format!("{attacker} -> {T2}'s sleep (host pid {victim}) and the test (host pid {me})"));
+            let r = probe(
+                env,
+                attacker,
+                &inst,
+                "signal",
+                &m,
+                &[&victim.to_string(), "2999", &me],
+            );
+            c.probe(
+                &r,
+                &format!(
+                    "{attacker} -> {T2}'s sleep (host pid {victim}) and the test (host pid {me})"
+                ),
+            );
         }
         if start_time(victim) != Some(victim_start) {
-            c.fail(format!("ESCAPED: the other tenant's sleep (host pid {victim}) was killed"));
+            c.fail(format!(
+                "ESCAPED: the other tenant's sleep (host pid {victim}) was killed"
+            ));
         }
         // A host process by process group: a stopped decoy leads the group
         // the `corral run` (and so the tenant's process) is started in.
@@ -491,16 +658,34 @@ fn another_tenants_process_and_host_processes_cannot_be_signalled_or_traced() {
 fn host_process_group_is_not_signalled(env: &Env, m: &Marker) -> Result<String, String> {
     use std::os::unix::process::CommandExt;
     let inst = Installed::new(T1);
-    let mut decoy = Command::new("/bin/sleep").arg("2996").process_group(0).spawn().unwrap();
+    let mut decoy = Command::new("/bin/sleep")
+        .arg("2996")
+        .process_group(0)
+        .spawn()
+        .unwrap();
     let pid = decoy.id() as i32;
-    let state = || std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| s[s.rfind(')')? + 2..].chars().next());
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let state = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s[s.rfind(')')? + 2..].chars().next())
+    };
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGSTOP,
+    )
+    .unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     while state() != Some('T') && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
     let before = state();
-    let o = env.cmd().args(["run", T1, "--"]).args(probe_args(&inst, "pgrp", m, &[])).process_group(pid).output().unwrap();
+    let o = env
+        .cmd()
+        .args(["run", T1, "--"])
+        .args(probe_args(&inst, "pgrp", m, &[]))
+        .process_group(pid)
+        .output()
+        .unwrap();
     let r = ProbeRun::from(o);
     std::thread::sleep(Duration::from_millis(200));
     let after = state();
@@ -524,11 +709,26 @@ fn mount_umount_pivot_root_and_chroot_breakout_fail() {
     each_mode("mount_chroot", |env, _| {
         let m = Marker::new();
         let inst = Installed::new(T1);
-        let before = std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().filter(|l| l.contains(inst.dir())).count();
+        let before = std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(inst.dir()))
+            .count();
         let r = probe(env, T1, &inst, "mount", &m, &[inst.dir()]);
-        let s = r.assert_blocked("mount, umount2, pivot_root, new mount API, unshare, chroot-then-fchdir");
-        let after = std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().filter(|l| l.contains(inst.dir())).count();
-        assert_eq!(before, after, "a mount appeared on the host under {}", inst.dir());
+        let s = r.assert_blocked(
+            "mount, umount2, pivot_root, new mount API, unshare, chroot-then-fchdir",
+        );
+        let after = std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(inst.dir()))
+            .count();
+        assert_eq!(
+            before,
+            after,
+            "a mount appeared on the host under {}",
+            inst.dir()
+        );
         Verdict::Blocked(s)
     });
 }
@@ -540,7 +740,10 @@ fn mknod_of_a_block_device_fails() {
         let inst = Installed::new(T1);
         let dev = std::fs::metadata("/").unwrap().dev();
         let (maj, min) = (libc::major(dev).to_string(), libc::minor(dev).to_string());
-        Verdict::Blocked(probe(env, T1, &inst, "mknod", &m, &[inst.dir(), &maj, &min]).assert_blocked(&format!("mknod (host root is {maj}:{min})")))
+        Verdict::Blocked(
+            probe(env, T1, &inst, "mknod", &m, &[inst.dir(), &maj, &min])
+                .assert_blocked(&format!("mknod (host root is {maj}:{min})")),
+        )
     });
 }
 
@@ -551,9 +754,18 @@ fn proc_sys_sysrq_and_sys_are_not_writable() {
         let inst = Installed::new(T1);
         let host_name = nix::unistd::gethostname().unwrap();
         let core = std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap();
-        let s = probe(env, T1, &inst, "procsys", &m, &[]).assert_blocked("/proc/sysrq-trigger, /proc/sys/*, /sys/*");
-        assert_eq!(nix::unistd::gethostname().unwrap(), host_name, "the host's hostname changed");
-        assert_eq!(std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap(), core, "core_pattern changed");
+        let s = probe(env, T1, &inst, "procsys", &m, &[])
+            .assert_blocked("/proc/sysrq-trigger, /proc/sys/*, /sys/*");
+        assert_eq!(
+            nix::unistd::gethostname().unwrap(),
+            host_name,
+            "the host's hostname changed"
+        );
+        assert_eq!(
+            std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap(),
+            core,
+            "core_pattern changed"
+        );
         Verdict::Blocked(s)
     });
 }
@@ -572,7 +784,10 @@ fn namespaces_cannot_be_joined_through_proc_ns() {
             args.push(nsdir.join(ns).display().to_string());
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        Verdict::Blocked(probe(env, T1, &inst, "setns", &m, &args).assert_blocked("setns on /proc/*/ns/* and the persisted ns files"))
+        Verdict::Blocked(
+            probe(env, T1, &inst, "setns", &m, &args)
+                .assert_blocked("setns on /proc/*/ns/* and the persisted ns files"),
+        )
     });
 }
 
@@ -581,10 +796,19 @@ fn rlimits_cannot_be_raised_above_the_hard_limit() {
     each_mode("rlimit", |env, _| {
         let m = Marker::new();
         let inst = Installed::new(T1);
-        env.write_config(&format!("tenants/{T1}.toml"), "[limits]\nrlimits.core = 0\nrlimits.cpu = 3600\nrlimits.as = \"64G\"\n");
+        env.write_config(
+            &format!("tenants/{T1}.toml"),
+            "[limits]\nrlimits.core = 0\nrlimits.cpu = 3600\nrlimits.as = \"64G\"\n",
+        );
         let mut c = Checks::default();
-        c.probe(&probe(env, T1, &inst, "rlimit", &m, &[]), "setrlimit/prlimit above the hard limit (corral run)");
-        c.probe(&probe_detached(env, &[], T1, &inst, "rlimit", &m, &[]), "setrlimit/prlimit above the hard limit (--detach)");
+        c.probe(
+            &probe(env, T1, &inst, "rlimit", &m, &[]),
+            "setrlimit/prlimit above the hard limit (corral run)",
+        );
+        c.probe(
+            &probe_detached(env, &[], T1, &inst, "rlimit", &m, &[]),
+            "setrlimit/prlimit above the hard limit (--detach)",
+        );
         c.done()
     });
 }
@@ -594,16 +818,42 @@ fn a_tenant_cannot_move_itself_to_another_cgroup() {
     each_mode("cgroup", |env, _| {
         let m = Marker::new();
         let inst = Installed::new(T1);
-        let a = probe(env, T1, &inst, "cgroup", &m, &[]).assert_blocked("cgroup.procs writes, cgroup mounts");
+        let a = probe(env, T1, &inst, "cgroup", &m, &[])
+            .assert_blocked("cgroup.procs writes, cgroup mounts");
         // The same attempt, then the process stays: check from the host
         // that it is still in the tenant's cgroup in every hierarchy.
         let log = env.state_dir().join(format!("cg-{}.log", uniq()));
-        let script = format!("{} cgroup {} {}; exec /bin/sleep 2998", inst.path(), m.path(), m.secret);
-        env.ok(&["run", "--detach", "--log", log.to_str().unwrap(), T1, "--", "/bin/sh", "-c", &script]);
-        let sleeper = child_of(env.init_pid(T1), "sleep").expect("find the probe's sleep on the host");
+        let script = format!(
+            "{} cgroup {} {}; exec /bin/sleep 2998",
+            inst.path(),
+            m.path(),
+            m.secret
+        );
+        env.ok(&[
+            "run",
+            "--detach",
+            "--log",
+            log.to_str().unwrap(),
+            T1,
+            "--",
+            "/bin/sh",
+            "-c",
+            &script,
+        ]);
+        let sleeper =
+            child_of(env.init_pid(T1), "sleep").expect("find the probe's sleep on the host");
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        println!("   detached: {}", text.lines().filter(|l| !l.starts_with("blocked")).collect::<Vec<_>>().join(" | "));
-        assert!(text.contains("RESULT 0"), "the detached cgroup attempt: {text}");
+        println!(
+            "   detached: {}",
+            text.lines()
+                .filter(|l| !l.starts_with("blocked"))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+        assert!(
+            text.contains("RESULT 0"),
+            "the detached cgroup attempt: {text}"
+        );
         let cg = std::fs::read_to_string(format!("/proc/{sleeper}/cgroup")).unwrap();
         let want = format!("/{}/{T1}", env.parent);
         let mut checked = Vec::new();
@@ -612,7 +862,15 @@ fn a_tenant_cannot_move_itself_to_another_cgroup() {
             if !dir.join(T1).is_dir() {
                 continue;
             }
-            let h = dir.strip_prefix("/sys/fs/cgroup").unwrap().components().next().unwrap().as_os_str().to_string_lossy().into_owned();
+            let h = dir
+                .strip_prefix("/sys/fs/cgroup")
+                .unwrap()
+                .components()
+                .next()
+                .unwrap()
+                .as_os_str()
+                .to_string_lossy()
+                .into_owned();
             let line = cg
                 .lines()
                 .find(|l| {
@@ -623,14 +881,29 @@ fn a_tenant_cannot_move_itself_to_another_cgroup() {
                         h => ctrl.split(',').any(|c| c == h),
                     }
                 })
-                .unwrap_or_else(|| panic!("no line for hierarchy {h} in /proc/{sleeper}/cgroup: {cg}"));
+                .unwrap_or_else(|| {
+                    panic!("no line for hierarchy {h} in /proc/{sleeper}/cgroup: {cg}")
+                });
             let path = line.splitn(3, ':').nth(2).unwrap_or("");
-            assert!(path == want || path.starts_with(&format!("{want}/")), "the tenant's process left its cgroup in {h}: {line} (want {want})");
+            assert!(
+                path == want || path.starts_with(&format!("{want}/")),
+                "the tenant's process left its cgroup in {h}: {line} (want {want})"
+            );
             checked.push(h);
         }
-        assert!(!checked.is_empty(), "no tenant cgroup found under {}", env.parent);
-        println!("   host: the process is in {want} in {}", checked.join(", "));
-        Verdict::Blocked(format!("{a}; host sees the process in {want} in {} hierarchies", checked.len()))
+        assert!(
+            !checked.is_empty(),
+            "no tenant cgroup found under {}",
+            env.parent
+        );
+        println!(
+            "   host: the process is in {want} in {}",
+            checked.join(", ")
+        );
+        Verdict::Blocked(format!(
+            "{a}; host sees the process in {want} in {} hierarchies",
+            checked.len()
+        ))
     });
 }
 
@@ -648,12 +921,31 @@ fn another_tenants_tmp_and_home_are_unreadable() {
         std::fs::set_permissions(&other.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         let name = format!("corral-escape-{}", uniq());
         env.sh(T2, &format!("umask 022; echo {} > /tmp/{name}", m.secret));
-        env.ok(&["run", "--detach", "--cwd", "/tmp", T2, "--", "/bin/sleep", "2997"]);
+        env.ok(&[
+            "run",
+            "--detach",
+            "--cwd",
+            "/tmp",
+            T2,
+            "--",
+            "/bin/sleep",
+            "2997",
+        ]);
         let host_tmp = env.state_dir().join("tmp").join(T2).join(&name);
         assert!(host_tmp.exists(), "T2's /tmp is {}", host_tmp.display());
-        let rel = format!("../{T2}/{}/secret", other.dir.file_name().unwrap().to_string_lossy());
-        let paths = [home_secret.to_str().unwrap(), &format!("/tmp/{name}"), host_tmp.to_str().unwrap(), &rel, &format!("/var/tmp/{name}")];
-        let s = probe(env, T1, &inst, "read-other", &m, &paths).assert_blocked("T2's home and /tmp from T1");
+        let rel = format!(
+            "../{T2}/{}/secret",
+            other.dir.file_name().unwrap().to_string_lossy()
+        );
+        let paths = [
+            home_secret.to_str().unwrap(),
+            &format!("/tmp/{name}"),
+            host_tmp.to_str().unwrap(),
+            &rel,
+            &format!("/var/tmp/{name}"),
+        ];
+        let s = probe(env, T1, &inst, "read-other", &m, &paths)
+            .assert_blocked("T2's home and /tmp from T1");
         drop(other);
         Verdict::Blocked(s)
     });
@@ -676,26 +968,45 @@ fn net_none_cannot_reach_the_host_network() {
         let lo6 = std::net::TcpListener::bind("[::1]:0").ok();
         use std::os::linux::net::SocketAddrExt;
         let abs_name = format!("corral-escape-{}", uniq());
-        let abs = std::os::unix::net::UnixListener::bind_addr(&std::os::unix::net::SocketAddr::from_abstract_name(abs_name.as_bytes()).unwrap()).unwrap();
+        let abs = std::os::unix::net::UnixListener::bind_addr(
+            &std::os::unix::net::SocketAddr::from_abstract_name(abs_name.as_bytes()).unwrap(),
+        )
+        .unwrap();
         for l in [&lo, &ext] {
             l.set_nonblocking(true).unwrap();
         }
         abs.set_nonblocking(true).unwrap();
-        let mut args = vec![lo.local_addr().unwrap().port().to_string(), addr.to_string(), ext.local_addr().unwrap().port().to_string(), abs_name.clone()];
+        let mut args = vec![
+            lo.local_addr().unwrap().port().to_string(),
+            addr.to_string(),
+            ext.local_addr().unwrap().port().to_string(),
+            abs_name.clone(),
+        ];
         if let Some(l) = &lo6 {
             l.set_nonblocking(true).unwrap();
             args.push(l.local_addr().unwrap().port().to_string());
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let s = probe(env, T1, &inst, "net", &m, &args).assert_blocked(&format!("TCP to host 127.0.0.1, {addr}, [::1]; abstract unix socket"));
+        let s = probe(env, T1, &inst, "net", &m, &args).assert_blocked(&format!(
+            "TCP to host 127.0.0.1, {addr}, [::1]; abstract unix socket"
+        ));
         // Nothing arrived at the host's listeners either.
         for (what, l) in [("127.0.0.1", &lo), ("interface", &ext)] {
-            assert!(l.accept().is_err(), "a connection reached the host's {what} listener");
+            assert!(
+                l.accept().is_err(),
+                "a connection reached the host's {what} listener"
+            );
         }
         if let Some(l) = &lo6 {
-            assert!(l.accept().is_err(), "a connection reached the host's [::1] listener");
+            assert!(
+                l.accept().is_err(),
+                "a connection reached the host's [::1] listener"
+            );
         }
-        assert!(abs.accept().is_err(), "a connection reached the host's abstract socket");
+        assert!(
+            abs.accept().is_err(),
+            "a connection reached the host's abstract socket"
+        );
         Verdict::Blocked(s)
     });
 }
@@ -706,8 +1017,14 @@ fn only_stdio_descriptors_reach_tenant_processes() {
         let m = Marker::new();
         let inst = Installed::new(T1);
         let mut c = Checks::default();
-        c.probe(&probe(env, T1, &inst, "fds", &m, &[]), "/proc/self/fd (corral run)");
-        c.probe(&probe_detached(env, &[], T1, &inst, "fds", &m, &[]), "/proc/self/fd (--detach)");
+        c.probe(
+            &probe(env, T1, &inst, "fds", &m, &[]),
+            "/proc/self/fd (corral run)",
+        );
+        c.probe(
+            &probe_detached(env, &[], T1, &inst, "fds", &m, &[]),
+            "/proc/self/fd (--detach)",
+        );
         c.done()
     });
 }
@@ -731,7 +1048,12 @@ fn corral_binaries_cannot_be_overwritten_through_proc_exe() {
         let mut watcher = env
             .cmd()
             .args(["run", T1, "--"])
-            .args(probe_args(&inst, "exe", &m, &["5", ready.to_str().unwrap()]))
+            .args(probe_args(
+                &inst,
+                "exe",
+                &m,
+                &["5", ready.to_str().unwrap()],
+            ))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -746,21 +1068,49 @@ fn corral_binaries_cannot_be_overwritten_through_proc_exe() {
             let o = env.run(&["run", T1, "--", evil.to_str().unwrap()]);
             triggers += 1;
             if triggers == 1 {
-                println!("   first trigger: exit {:?}, stderr: {}", o.status.code(), String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or(""));
+                println!(
+                    "   first trigger: exit {:?}, stderr: {}",
+                    o.status.code(),
+                    String::from_utf8_lossy(&o.stderr)
+                        .lines()
+                        .next()
+                        .unwrap_or("")
+                );
             }
         }
         let mut out = String::new();
-        watcher.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+        watcher
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
         let mut err = String::new();
-        watcher.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        watcher
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
         let st = watcher.wait().unwrap();
-        let r = ProbeRun { code: st.code(), stdout: out, stderr: err };
+        let r = ProbeRun {
+            code: st.code(),
+            stdout: out,
+            stderr: err,
+        };
         let s = r.assert_blocked(&format!("/proc/1/exe and /proc/<corral>/exe opened for writing ({triggers} #!/proc/self/exe triggers)"));
-        let caught = r.stdout.lines().find_map(|l| l.strip_prefix("CAUGHT ")).unwrap_or("0").to_string();
+        let caught = r
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("CAUGHT "))
+            .unwrap_or("0")
+            .to_string();
         for (b, h) in bins.iter().zip(&hashes) {
             assert_eq!(&sha256(b), h, "{} changed", b.display());
         }
-        Verdict::Blocked(format!("{s}; caught {caught} corral processes; binaries' sha256 unchanged"))
+        Verdict::Blocked(format!(
+            "{s}; caught {caught} corral processes; binaries' sha256 unchanged"
+        ))
     });
 }
 
@@ -777,12 +1127,25 @@ fn an_inherited_host_fd_is_unusable_even_as_the_working_directory() {
                 v.extend(["--cwd".to_string(), d.to_string()]);
             }
             v.extend([T1.to_string(), "--".to_string()]);
-            v.extend(probe_args(&inst, attempt, &m, args).iter().map(|s| s.to_string()));
+            v.extend(
+                probe_args(&inst, attempt, &m, args)
+                    .iter()
+                    .map(|s| s.to_string()),
+            );
             v
         };
-        let leaked = |v: Vec<String>| corral_with_leaked_fd(env, m.dir(), &v.iter().map(String::as_str).collect::<Vec<_>>());
+        let leaked = |v: Vec<String>| {
+            corral_with_leaked_fd(
+                env,
+                m.dir(),
+                &v.iter().map(String::as_str).collect::<Vec<_>>(),
+            )
+        };
         // 1. fd 7 (a host directory, not close-on-exec) is gone inside.
-        c.probe(&leaked(run_args(None, "fds", &["7"])), &format!("fd 7 -> host {} leaked into corral run", m.dir()));
+        c.probe(
+            &leaked(run_args(None, "fds", &["7"])),
+            &format!("fd 7 -> host {} leaked into corral run", m.dir()),
+        );
         // 2. runc CVE-2024-21626 itself: the working directory names the
         //    leaked descriptor; 3. the same through a symlink the tenant
         //    planted in its home (the caller only passes a path under it).
@@ -791,7 +1154,10 @@ fn an_inherited_host_fd_is_unusable_even_as_the_working_directory() {
         std::os::unix::fs::lchown(&link, Some(uid_of(T1)), None).unwrap();
         for cwd in ["/proc/self/fd/7", link.to_str().unwrap()] {
             let r = leaked(run_args(Some(cwd), "cwd", &[]));
-            c.add(cwd_verdict(&r, &format!("--cwd {cwd} with fd 7 -> host {}", m.dir())));
+            c.add(cwd_verdict(
+                &r,
+                &format!("--cwd {cwd} with fd 7 -> host {}", m.dir()),
+            ));
         }
         // 4. Without a leaked fd: corral's own descriptors at the time of the
         //    chdir, in the foreground path and in the init (--detach).
@@ -800,14 +1166,38 @@ fn an_inherited_host_fd_is_unusable_even_as_the_working_directory() {
             let _ = std::fs::remove_file(&link);
             std::os::unix::fs::symlink(format!("/proc/self/fd/{n}"), &link).unwrap();
             std::os::unix::fs::lchown(&link, Some(uid_of(T1)), None).unwrap();
-            let r = probe_with(env, &["--cwd", link.to_str().unwrap()], T1, &inst, "cwd", &m, &[]);
-            own.add(cwd_verdict(&r, &format!("--cwd $HOME/…/app -> /proc/self/fd/{n}")));
-            let d = probe_detached(env, &["--cwd", link.to_str().unwrap()], T1, &inst, "cwd", &m, &[]);
-            own.add(cwd_verdict(&d, &format!("--detach --cwd $HOME/…/app -> /proc/self/fd/{n}")));
+            let r = probe_with(
+                env,
+                &["--cwd", link.to_str().unwrap()],
+                T1,
+                &inst,
+                "cwd",
+                &m,
+                &[],
+            );
+            own.add(cwd_verdict(
+                &r,
+                &format!("--cwd $HOME/…/app -> /proc/self/fd/{n}"),
+            ));
+            let d = probe_detached(
+                env,
+                &["--cwd", link.to_str().unwrap()],
+                T1,
+                &inst,
+                "cwd",
+                &m,
+                &[],
+            );
+            own.add(cwd_verdict(
+                &d,
+                &format!("--detach --cwd $HOME/…/app -> /proc/self/fd/{n}"),
+            ));
         }
         let n_own = own.ok.len();
         c.bad.extend(own.bad);
-        c.ok.push(format!("{n_own} runs with --cwd through a planted link to corral's own fds 0..12"));
+        c.ok.push(format!(
+            "{n_own} runs with --cwd through a planted link to corral's own fds 0..12"
+        ));
         c.done()
     });
 }
@@ -817,10 +1207,20 @@ fn an_inherited_host_fd_is_unusable_even_as_the_working_directory() {
 fn cwd_verdict(r: &ProbeRun, what: &str) -> Result<String, String> {
     // The init refusing the spawn (the working directory resolves through a
     // magic link) is a block too: nothing ran.
-    let detach_refused = r.code.is_none() && r.stderr.starts_with("corral run --detach failed:") && r.stderr.contains("change directory");
-    if detach_refused || (r.code != Some(BLOCKED) && r.code != Some(ESCAPED) && !r.stdout.contains("RESULT") && r.code.is_some()) {
+    let detach_refused = r.code.is_none()
+        && r.stderr.starts_with("corral run --detach failed:")
+        && r.stderr.contains("change directory");
+    if detach_refused
+        || (r.code != Some(BLOCKED)
+            && r.code != Some(ESCAPED)
+            && !r.stdout.contains("RESULT")
+            && r.code.is_some())
+    {
         r.print(what);
-        return Ok(format!("{what}: corral refused ({})", r.stderr.lines().last().unwrap_or("").trim()));
+        return Ok(format!(
+            "{what}: corral refused ({})",
+            r.stderr.lines().last().unwrap_or("").trim()
+        ));
     }
     r.verdict(what)
 }
@@ -829,7 +1229,10 @@ fn cwd_verdict(r: &ProbeRun, what: &str) -> Result<String, String> {
 fn a_symlink_planted_where_the_profile_mounts_is_refused() {
     each_mode("planted_symlink", |env, _| {
         let home = home_of(T3);
-        let scratch = tempfile::Builder::new().prefix("corral-escape-target").tempdir_in("/var/tmp").unwrap();
+        let scratch = tempfile::Builder::new()
+            .prefix("corral-escape-target")
+            .tempdir_in("/var/tmp")
+            .unwrap();
         std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let u = uniq();
         let name = format!(".corral-escape-link-{u}");
@@ -850,12 +1253,23 @@ fn a_symlink_planted_where_the_profile_mounts_is_refused() {
                 .filter(|mp| mp == "/etc" || mp.starts_with("/etc/") || mp.starts_with(&scr))
                 .collect()
         };
-        let etc_before: Vec<_> = std::fs::read_dir("/etc").unwrap().flatten().map(|e| e.file_name()).collect();
+        let etc_before: Vec<_> = std::fs::read_dir("/etc")
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
         let mounts_before = host_mounts();
         let depth = home.components().count() - 1;
         let relative = format!("{}{}", "../".repeat(depth), scr.trim_start_matches('/'));
         // "on": the profile mounts at $HOME/LINK; "through": at $HOME/LINK/x.
-        let targets = [("/etc".to_string(), "on"), (scr.clone(), "on"), (scr.clone(), "through"), (relative, "through"), (format!("/proc/self/root{scr}"), "through"), ("/etc".to_string(), "through")];
+        let targets = [
+            ("/etc".to_string(), "on"),
+            (scr.clone(), "on"),
+            (scr.clone(), "through"),
+            (relative, "through"),
+            (format!("/proc/self/root{scr}"), "through"),
+            ("/etc".to_string(), "through"),
+        ];
         let kinds = [
             ("tmpfs", String::new()),
             ("ro-bind (directory)", "src = \"/usr/share\"\n".to_string()),
@@ -870,17 +1284,33 @@ fn a_symlink_planted_where_the_profile_mounts_is_refused() {
             std::os::unix::fs::symlink(target, &link).unwrap();
             std::os::unix::fs::lchown(&link, Some(uid_of(T3)), None).unwrap();
             for (kind, more) in &kinds {
-                let dst = if *place == "on" { format!("$HOME/{name}") } else { format!("$HOME/{name}/corral-escape-{u}") };
+                let dst = if *place == "on" {
+                    format!("$HOME/{name}")
+                } else {
+                    format!("$HOME/{name}/corral-escape-{u}")
+                };
                 let ty = kind.split(' ').next().unwrap();
-                env.write_config(&format!("tenants/{T3}.toml"), &format!("[[mount]]\ntype = \"{ty}\"\ndst = \"{dst}\"\n{more}"));
+                env.write_config(
+                    &format!("tenants/{T3}.toml"),
+                    &format!("[[mount]]\ntype = \"{ty}\"\ndst = \"{dst}\"\n{more}"),
+                );
                 let o = env.run(&["up", T3]);
                 let err = String::from_utf8_lossy(&o.stderr).into_owned();
                 let what = format!("{kind} mount at {dst} with $HOME/{name} -> {target}");
                 println!("-- {what}: exit {:?}: {}", o.status.code(), err.trim());
                 if o.status.success() {
                     // What did it mount on? Look from inside, then take it down.
-                    let inside = env.run(&["run", T3, "--", "/bin/sh", "-c", &format!("ls -ld ~/{name}; grep -F '{name}' /proc/self/mountinfo")]);
-                    let seen = String::from_utf8_lossy(&inside.stdout).trim().replace('\n', " | ");
+                    let inside = env.run(&[
+                        "run",
+                        T3,
+                        "--",
+                        "/bin/sh",
+                        "-c",
+                        &format!("ls -ld ~/{name}; grep -F '{name}' /proc/self/mountinfo"),
+                    ]);
+                    let seen = String::from_utf8_lossy(&inside.stdout)
+                        .trim()
+                        .replace('\n', " | ");
                     println!("   inside: {seen}");
                     env.run(&["down", T3]);
                     // Following the link would show up in the host checks
@@ -889,23 +1319,45 @@ fn a_symlink_planted_where_the_profile_mounts_is_refused() {
                         "NOT REFUSED: `corral up` accepted a {what} instead of refusing it (directory mounts there are refused); \
                          the mount went onto the planted link itself, inside the sandbox: {seen}"
                     ));
-                } else if err.contains("symlink") || err.contains("ELOOP") || err.contains("Too many levels") {
+                } else if err.contains("symlink")
+                    || err.contains("ELOOP")
+                    || err.contains("Too many levels")
+                {
                     refused += 1;
                 } else {
-                    c.fail(format!("{what}: `corral up` failed, but not because of the symlink: {}", err.trim()));
+                    c.fail(format!(
+                        "{what}: `corral up` failed, but not because of the symlink: {}",
+                        err.trim()
+                    ));
                 }
             }
         }
         if host_mounts() != mounts_before {
-            c.fail(format!("ESCAPED: a mount appeared on the host at /etc or {scr}: {:?}", host_mounts()));
+            c.fail(format!(
+                "ESCAPED: a mount appeared on the host at /etc or {scr}: {:?}",
+                host_mounts()
+            ));
         }
-        let left: Vec<_> = std::fs::read_dir(scratch.path()).unwrap().flatten().map(|e| e.path()).collect();
+        let left: Vec<_> = std::fs::read_dir(scratch.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
         if !left.is_empty() {
-            c.fail(format!("ESCAPED: `corral up` created {left:?} through the planted symlink"));
+            c.fail(format!(
+                "ESCAPED: `corral up` created {left:?} through the planted symlink"
+            ));
         }
-        let etc_after: Vec<_> = std::fs::read_dir("/etc").unwrap().flatten().map(|e| e.file_name()).filter(|n| !etc_before.contains(n)).collect();
+        let etc_after: Vec<_> = std::fs::read_dir("/etc")
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| !etc_before.contains(n))
+            .collect();
         if etc_after.iter().any(|n| n.to_string_lossy().contains(&u)) {
-            c.fail(format!("ESCAPED: `corral up` created {etc_after:?} in the host's /etc"));
+            c.fail(format!(
+                "ESCAPED: `corral up` created {etc_after:?} in the host's /etc"
+            ));
         }
         c.ok.push(format!("{refused} profile mounts on/through a planted symlink refused by `corral up`; host /etc and the link targets untouched"));
         c.done()
@@ -919,11 +1371,21 @@ fn the_control_socket_and_the_state_dir_are_unreachable() {
         let inst = Installed::new(T1);
         env.ok(&["up", T1]);
         let dir = env.state_dir().join("tenants").join(T1);
-        let (state, control, ns) = (env.state_dir().display().to_string(), dir.join("control.sock").display().to_string(), dir.join("ns").display().to_string());
+        let (state, control, ns) = (
+            env.state_dir().display().to_string(),
+            dir.join("control.sock").display().to_string(),
+            dir.join("ns").display().to_string(),
+        );
         assert!(Path::new(&control).exists());
         let mut c = Checks::default();
-        c.probe(&probe(env, T1, &inst, "sockets", &m, &[&state, &control, &ns]), "the state dir, the control socket, /proc/net/unix, /proc/1/fd");
-        c.probe(&probe_detached(env, &[], T1, &inst, "sockets", &m, &[&state, &control, &ns]), "the same from a detached process");
+        c.probe(
+            &probe(env, T1, &inst, "sockets", &m, &[&state, &control, &ns]),
+            "the state dir, the control socket, /proc/net/unix, /proc/1/fd",
+        );
+        c.probe(
+            &probe_detached(env, &[], T1, &inst, "sockets", &m, &[&state, &control, &ns]),
+            "the same from a detached process",
+        );
         c.done()
     });
 }
@@ -934,8 +1396,14 @@ fn io_uring_bpf_perf_keyctl_userfaultfd_fail_with_eperm() {
         let m = Marker::new();
         let inst = Installed::new(T1);
         let mut c = Checks::default();
-        c.probe(&probe(env, T1, &inst, "syscalls", &m, &[]), "io_uring_setup, bpf, perf_event_open, keyctl, userfaultfd, ...");
-        c.probe(&probe_detached(env, &[], T1, &inst, "syscalls", &m, &[]), "the same from a detached process");
+        c.probe(
+            &probe(env, T1, &inst, "syscalls", &m, &[]),
+            "io_uring_setup, bpf, perf_event_open, keyctl, userfaultfd, ...",
+        );
+        c.probe(
+            &probe_detached(env, &[], T1, &inst, "syscalls", &m, &[]),
+            "the same from a detached process",
+        );
         c.done()
     });
 }
@@ -946,10 +1414,21 @@ fn capabilities_are_all_zero_and_no_new_privs_is_set() {
         let m = Marker::new();
         let inst = Installed::new(T1);
         let uid = uid_of(T1).to_string();
-        let gid = corral_users::Db::system().user_by_name(T1).unwrap().unwrap().gid.to_string();
+        let gid = corral_users::Db::system()
+            .user_by_name(T1)
+            .unwrap()
+            .unwrap()
+            .gid
+            .to_string();
         let mut c = Checks::default();
-        c.probe(&probe(env, T1, &inst, "status", &m, &[&uid, &gid]), "/proc/self/status (corral run)");
-        c.probe(&probe_detached(env, &[], T1, &inst, "status", &m, &[&uid, &gid]), "/proc/self/status (--detach)");
+        c.probe(
+            &probe(env, T1, &inst, "status", &m, &[&uid, &gid]),
+            "/proc/self/status (corral run)",
+        );
+        c.probe(
+            &probe_detached(env, &[], T1, &inst, "status", &m, &[&uid, &gid]),
+            "/proc/self/status (--detach)",
+        );
         c.done()
     });
 }
@@ -958,16 +1437,29 @@ fn capabilities_are_all_zero_and_no_new_privs_is_set() {
 fn the_init_cannot_be_signalled_traced_or_read() {
     each_mode("init", |env, _| {
         let m = Marker::new();
-        env.write_config(&format!("tenants/{T3}.toml"), "[seccomp]\nallow_ptrace = true\n");
+        env.write_config(
+            &format!("tenants/{T3}.toml"),
+            "[seccomp]\nallow_ptrace = true\n",
+        );
         let mut c = Checks::default();
         for tenant in [T1, T3] {
             let inst = Installed::new(tenant);
             env.ok(&["up", tenant]);
             let pid = env.init_pid(tenant);
             let start = start_time(pid);
-            let what = if tenant == T3 { "with allow_ptrace = true" } else { "default filter" };
-            c.probe(&probe(env, tenant, &inst, "init", &m, &[]), &format!("signals, ptrace, /proc/1/* from corral run ({what})"));
-            c.probe(&probe_detached(env, &[], tenant, &inst, "init", &m, &[]), &format!("the same from a detached process ({what})"));
+            let what = if tenant == T3 {
+                "with allow_ptrace = true"
+            } else {
+                "default filter"
+            };
+            c.probe(
+                &probe(env, tenant, &inst, "init", &m, &[]),
+                &format!("signals, ptrace, /proc/1/* from corral run ({what})"),
+            );
+            c.probe(
+                &probe_detached(env, &[], tenant, &inst, "init", &m, &[]),
+                &format!("the same from a detached process ({what})"),
+            );
             if start_time(pid) != start {
                 c.fail(format!("ESCAPED: {tenant}'s init (host pid {pid}) is gone"));
             }

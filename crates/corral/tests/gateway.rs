@@ -37,32 +37,66 @@ fn get_post_status_redirects_and_large_responses() {
     s.script(T1, "env.cgi", ENV_CGI);
     s.script(T1, "echo.cgi", ECHO_CGI);
     s.script(T1, "status.cgi", "#!/bin/sh\nprintf 'Status: 418 Short And Stout\\r\\nContent-Type: text/plain\\r\\n\\r\\nteapot\\n'\n");
-    s.script(T1, "away.cgi", "#!/bin/sh\nprintf 'Location: http://example.com/there\\n\\n'\n");
-    s.script(T1, "local.cgi", "#!/bin/sh\nprintf 'Location: /elsewhere?x=1\\n\\n'\n");
+    s.script(
+        T1,
+        "away.cgi",
+        "#!/bin/sh\nprintf 'Location: http://example.com/there\\n\\n'\n",
+    );
+    s.script(
+        T1,
+        "local.cgi",
+        "#!/bin/sh\nprintf 'Location: /elsewhere?x=1\\n\\n'\n",
+    );
     s.script(T1, "big.cgi", "#!/bin/sh\nprintf 'Content-Type: application/octet-stream\\n\\n'\nhead -c 10485760 /dev/zero\n");
 
-    let r = s.get(&format!("/~{T1}/env.cgi?a=1&b=two"), &[("X-Test", "yes"), ("Proxy", "http://evil:1")]);
+    let r = s.get(
+        &format!("/~{T1}/env.cgi?a=1&b=two"),
+        &[("X-Test", "yes"), ("Proxy", "http://evil:1")],
+    );
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(r.header("x-script"), Some("env"));
     let b = r.text();
     assert!(b.contains(&format!("uid={}", uid_of(T1))), "{b}");
-    for want in ["method=GET", "query=a=1&b=two", "x_test=yes", "proxy=\n", "gateway=CGI/1.1", "path=/usr/local/bin:/usr/bin:/bin"] {
+    for want in [
+        "method=GET",
+        "query=a=1&b=two",
+        "x_test=yes",
+        "proxy=\n",
+        "gateway=CGI/1.1",
+        "path=/usr/local/bin:/usr/bin:/bin",
+    ] {
         assert!(b.contains(want), "{want:?} in {b}");
     }
-    assert!(b.contains(&format!("cwd={}", s.dir(T1).display())), "cwd is the script's directory: {b}");
+    assert!(
+        b.contains(&format!("cwd={}", s.dir(T1).display())),
+        "cwd is the script's directory: {b}"
+    );
 
     // 1 MiB body, streamed to the script and checksummed there.
-    let body: Vec<u8> = (0..1024 * 1024u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
-    let r = s.request("POST", &format!("/~{T1}/echo.cgi"), &[("Content-Type", "application/octet-stream")], &body);
+    let body: Vec<u8> = (0..1024 * 1024u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    let r = s.request(
+        "POST",
+        &format!("/~{T1}/echo.cgi"),
+        &[("Content-Type", "application/octet-stream")],
+        &body,
+    );
     assert_eq!(r.status, 200, "{r:?}");
-    assert_eq!(r.text(), format!("len=1048576\nsum={}\n", sha256_hex(&body)));
+    assert_eq!(
+        r.text(),
+        format!("len=1048576\nsum={}\n", sha256_hex(&body))
+    );
 
     // A script that answers before reading its body still gets all of it
     // (nginx stops sending the body once a response head arrives: the
     // gateway holds the head until the body has been passed on).
     s.script(T1, "early.cgi", "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n'\necho \"sum=$(sha256sum | cut -d' ' -f1)\"\n");
     let r = s.request("POST", &format!("/~{T1}/early.cgi"), &[], &body);
-    assert_eq!((r.status, r.text()), (200, format!("sum={}\n", sha256_hex(&body))));
+    assert_eq!(
+        (r.status, r.text()),
+        (200, format!("sum={}\n", sha256_hex(&body)))
+    );
 
     let r = s.get(&format!("/~{T1}/status.cgi"), &[]);
     assert_eq!((r.status, r.text().as_str()), (418, "teapot\n"), "{r:?}");
@@ -71,15 +105,27 @@ fn get_post_status_redirects_and_large_responses() {
     assert_eq!(r.header("location"), Some("http://example.com/there"));
     let r = s.get(&format!("/~{T1}/local.cgi"), &[]);
     assert_eq!(r.status, 302);
-    assert!(r.header("location").is_some_and(|l| l.ends_with("/elsewhere?x=1")), "{r:?}");
+    assert!(
+        r.header("location")
+            .is_some_and(|l| l.ends_with("/elsewhere?x=1")),
+        "{r:?}"
+    );
 
     // A background process that keeps stdout open does not hold the
     // response until the timeout.
-    s.script(T1, "bg.cgi", "#!/bin/sh\n/bin/sleep 20 &\nprintf 'Content-Type: text/plain\\n\\nbg\\n'\n");
+    s.script(
+        T1,
+        "bg.cgi",
+        "#!/bin/sh\n/bin/sleep 20 &\nprintf 'Content-Type: text/plain\\n\\nbg\\n'\n",
+    );
     let t = Instant::now();
     let r = s.get(&format!("/~{T1}/bg.cgi"), &[]);
     assert_eq!((r.status, r.text().as_str()), (200, "bg\n"));
-    assert!(t.elapsed() < Duration::from_secs(10), "took {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        t.elapsed()
+    );
 
     let r = s.get(&format!("/~{T1}/big.cgi"), &[]);
     assert_eq!(r.status, 200);
@@ -90,40 +136,79 @@ fn get_post_status_redirects_and_large_responses() {
 #[test]
 fn bodyless_requests_read_an_empty_stdin_and_a_killed_init_is_replaced() {
     let s = Stack::start(&[], 30);
-    s.script(T1, "stdin.cgi", "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n'\necho \"stdin=$(wc -c)\"\n");
+    s.script(
+        T1,
+        "stdin.cgi",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n'\necho \"stdin=$(wc -c)\"\n",
+    );
     // No body: stdin is at its end at once (the script does not wait for
     // the timeout).
     let t = Instant::now();
     let r = s.get(&format!("/~{T1}/stdin.cgi"), &[]);
     assert_eq!((r.status, r.text().as_str()), (200, "stdin=0\n"), "{r:?}");
-    assert!(t.elapsed() < Duration::from_secs(10), "took {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        t.elapsed()
+    );
     let r = s.request("POST", &format!("/~{T1}/stdin.cgi"), &[], b"12345");
     assert_eq!((r.status, r.text().as_str()), (200, "stdin=5\n"), "{r:?}");
 
     // The gateway caches the sandbox while its init lives; once the init
     // is killed the next request brings up a new one.
     let old = (s.env.init_pid(T1), s.env.state(T1)["init_start"].clone());
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(old.0), nix::sys::signal::Signal::SIGKILL).unwrap();
-    assert!(wait_until(Duration::from_secs(5), || corral_sandbox::state::process_start(old.0).is_none()), "init {} gone", old.0);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(old.0),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            corral_sandbox::state::process_start(old.0).is_none()
+        }),
+        "init {} gone",
+        old.0
+    );
     let r = s.get(&format!("/~{T1}/stdin.cgi"), &[]);
-    assert_eq!((r.status, r.text().as_str()), (200, "stdin=0\n"), "{r:?}\n{}", s.log());
-    assert_ne!((s.env.init_pid(T1), s.env.state(T1)["init_start"].clone()), old, "a new init serves the tenant");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "stdin=0\n"),
+        "{r:?}\n{}",
+        s.log()
+    );
+    assert_ne!(
+        (s.env.init_pid(T1), s.env.state(T1)["init_start"].clone()),
+        old,
+        "a new init serves the tenant"
+    );
 }
 
 #[test]
 fn timeouts_crashes_and_stderr() {
     let s = Stack::start(&[], 2);
     s.script(T1, "slow.cgi", "#!/bin/sh\nexec /bin/sleep 30\n");
-    s.script(T1, "crash.cgi", "#!/bin/sh\necho 'about to crash' >&2\nkill -SEGV $$\n");
+    s.script(
+        T1,
+        "crash.cgi",
+        "#!/bin/sh\necho 'about to crash' >&2\nkill -SEGV $$\n",
+    );
     s.script(T1, "nohead.cgi", "#!/bin/sh\necho 'not a header line'\n");
     s.script(T1, "noisy.cgi", "#!/bin/sh\necho 'warning: disk almost full' >&2\nprintf 'Content-Type: text/plain\\n\\nok\\n'\n");
 
     let t = Instant::now();
     let r = s.get(&format!("/~{T1}/slow.cgi"), &[]);
     assert_eq!(r.status, 504, "{r:?}");
-    assert!(t.elapsed() < Duration::from_secs(10), "took {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        t.elapsed()
+    );
     // The init killed the script's process group: nothing is left.
-    assert!(wait_until(Duration::from_secs(5), || in_sandbox(&s.env, T1, "sleep") == 0), "a sleep survived the timeout");
+    assert!(
+        wait_until(Duration::from_secs(5), || in_sandbox(&s.env, T1, "sleep")
+            == 0),
+        "a sleep survived the timeout"
+    );
 
     let r = s.get(&format!("/~{T1}/crash.cgi"), &[]);
     assert_eq!(r.status, 502, "{r:?}");
@@ -134,7 +219,13 @@ fn timeouts_crashes_and_stderr() {
 
     let log = s.log();
     let script = s.dir(T1).join("noisy.cgi");
-    assert!(log.contains(&format!("[{T1} {}] stderr: warning: disk almost full", script.display())), "{log}");
+    assert!(
+        log.contains(&format!(
+            "[{T1} {}] stderr: warning: disk almost full",
+            script.display()
+        )),
+        "{log}"
+    );
     assert!(log.contains("stderr: about to crash"), "{log}");
     assert!(log.contains("killed by signal 11"), "{log}");
     assert!(log.contains("504") && log.contains("timed out"), "{log}");
@@ -142,8 +233,15 @@ fn timeouts_crashes_and_stderr() {
 
 #[test]
 fn five_hundred_concurrent_requests_are_all_correct() {
-    let s = Stack::start(&[(T1, "[limits]\nentry_processes = 100\nprocesses = 400\n")], 60);
-    s.script(T1, "q.cgi", "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n%s\\n' \"$QUERY_STRING\"\n");
+    let s = Stack::start(
+        &[(T1, "[limits]\nentry_processes = 100\nprocesses = 400\n")],
+        60,
+    );
+    s.script(
+        T1,
+        "q.cgi",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n%s\\n' \"$QUERY_STRING\"\n",
+    );
     // 500 requests, 50 at a time, each checked (half over kept-alive,
     // multiplexable FastCGI connections).
     let s = std::sync::Arc::new(s);
@@ -165,9 +263,14 @@ fn five_hundred_concurrent_requests_are_all_correct() {
     }
     // And with a load generator, when there is one.
     if let Some(out) = h2load(&s, &format!("/~{T1}/q.cgi?h2load"), 500, 50) {
-        assert!(out.contains("500 succeeded") && out.contains("500 2xx"), "{out}");
+        assert!(
+            out.contains("500 succeeded") && out.contains("500 2xx"),
+            "{out}"
+        );
     }
-    let s = std::sync::Arc::try_unwrap(s).ok().expect("workers are done");
+    let s = std::sync::Arc::try_unwrap(s)
+        .ok()
+        .expect("workers are done");
     drop(s);
 }
 
@@ -177,15 +280,28 @@ fn scripts_run_as_their_owner_and_never_as_another_tenant() {
     let id = "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n'; id -u\n";
     s.script(T1, "id.cgi", id);
     s.script(T2, "id.cgi", id);
-    assert_eq!(s.get(&format!("/~{T1}/id.cgi"), &[]).text().trim(), uid_of(T1).to_string());
-    assert_eq!(s.get(&format!("/~{T2}/id.cgi"), &[]).text().trim(), uid_of(T2).to_string());
+    assert_eq!(
+        s.get(&format!("/~{T1}/id.cgi"), &[]).text().trim(),
+        uid_of(T1).to_string()
+    );
+    assert_eq!(
+        s.get(&format!("/~{T2}/id.cgi"), &[]).text().trim(),
+        uid_of(T2).to_string()
+    );
     // Owned by T2 but lying in T1's home: not T2's file to run, and never T1's.
     let p = s.script(T1, "foreign.cgi", id);
-    let t2 = corral_users::Db::system().user_by_name(T2).unwrap().unwrap();
+    let t2 = corral_users::Db::system()
+        .user_by_name(T2)
+        .unwrap()
+        .unwrap();
     nix::unistd::chown(&p, Some(t2.uid.into()), Some(t2.gid.into())).unwrap();
     let r = s.get(&format!("/~{T1}/foreign.cgi"), &[]);
     assert_eq!(r.status, 403, "{r:?}");
-    assert!(s.log().contains("refused by rule \"inside-home\""), "{}", s.log());
+    assert!(
+        s.log().contains("refused by rule \"inside-home\""),
+        "{}",
+        s.log()
+    );
 }
 
 #[test]
@@ -198,15 +314,35 @@ fn traversal_symlink_escapes_and_unsafe_files_are_refused() {
     // SCRIPT_FILENAME straight from the query string (/raw?f=...).
     let raw = |f: &str| s.get(&format!("/raw?f={f}"), &[]);
     assert_eq!(raw(&format!("{}/ok.cgi", d1.display())).status, 200);
-    assert_eq!(raw(&format!("{}/../{}/ok.cgi", d1.display(), d1.file_name().unwrap().to_string_lossy())).status, 403, "'..' is refused even when it stays inside");
-    assert_eq!(raw(&format!("{}/../../{T2}/{}/private.cgi", d1.display(), s.dir_name())).status, 403);
+    assert_eq!(
+        raw(&format!(
+            "{}/../{}/ok.cgi",
+            d1.display(),
+            d1.file_name().unwrap().to_string_lossy()
+        ))
+        .status,
+        403,
+        "'..' is refused even when it stays inside"
+    );
+    assert_eq!(
+        raw(&format!(
+            "{}/../../{T2}/{}/private.cgi",
+            d1.display(),
+            s.dir_name()
+        ))
+        .status,
+        403
+    );
     assert_eq!(raw("relative/ok.cgi").status, 403);
     // A symlink in T1's home to T2's script, and to a T1-owned file outside the home.
     std::os::unix::fs::symlink(&target, d1.join("to-t2.cgi")).unwrap();
     assert_eq!(s.get(&format!("/~{T1}/to-t2.cgi"), &[]).status, 403);
     let outside = s.tmp.path().join("outside.cgi");
     std::fs::write(&outside, ok).unwrap();
-    let t1 = corral_users::Db::system().user_by_name(T1).unwrap().unwrap();
+    let t1 = corral_users::Db::system()
+        .user_by_name(T1)
+        .unwrap()
+        .unwrap();
     nix::unistd::chown(&outside, Some(t1.uid.into()), Some(t1.gid.into())).unwrap();
     set_mode(&outside, 0o755);
     std::os::unix::fs::symlink(&outside, d1.join("out.cgi")).unwrap();
@@ -223,15 +359,32 @@ fn traversal_symlink_escapes_and_unsafe_files_are_refused() {
     }
     assert_eq!(s.get(&format!("/~{T1}/missing.cgi"), &[]).status, 404);
     let log = s.log();
-    for rule in ["dotdot", "absolute-path", "inside-home", "symlink-escape", "min-uid", "writable", "setid", "executable", "exists"] {
-        assert!(log.contains(&format!("refused by rule \"{rule}\"")), "rule {rule} logged: {log}");
+    for rule in [
+        "dotdot",
+        "absolute-path",
+        "inside-home",
+        "symlink-escape",
+        "min-uid",
+        "writable",
+        "setid",
+        "executable",
+        "exists",
+    ] {
+        assert!(
+            log.contains(&format!("refused by rule \"{rule}\"")),
+            "rule {rule} logged: {log}"
+        );
     }
 }
 
 #[test]
 fn entry_process_limit_answers_508() {
     let s = Stack::start(&[(T3, "[limits]\nentry_processes = 2\n")], 30);
-    s.script(T3, "slow.cgi", "#!/bin/sh\nsleep 2\nprintf 'Content-Type: text/plain\\n\\ndone\\n'\n");
+    s.script(
+        T3,
+        "slow.cgi",
+        "#!/bin/sh\nsleep 2\nprintf 'Content-Type: text/plain\\n\\ndone\\n'\n",
+    );
     let s = std::sync::Arc::new(s);
     let hs: Vec<_> = (0..3)
         .map(|_| {
@@ -247,9 +400,16 @@ fn entry_process_limit_answers_508() {
 
 #[test]
 fn no_fd_or_zombie_leaks_after_many_requests() {
-    let n: usize = std::env::var("CORRAL_GATEWAY_LEAK_REQUESTS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    let n: usize = std::env::var("CORRAL_GATEWAY_LEAK_REQUESTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
     let s = Stack::start(&[(T1, "[limits]\nentry_processes = 64\n")], 30);
-    s.script(T1, "tiny.cgi", "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\nok\\n'\n");
+    s.script(
+        T1,
+        "tiny.cgi",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\nok\\n'\n",
+    );
     s.script(T1, "err.cgi", "#!/bin/sh\necho oops >&2\nexit 3\n");
     // Warm up (brings the sandbox up), then take the baseline.
     assert_eq!(s.get(&format!("/~{T1}/tiny.cgi"), &[]).status, 200);
@@ -274,22 +434,50 @@ fn no_fd_or_zombie_leaks_after_many_requests() {
     for _ in 0..50 {
         assert_eq!(s.get(&format!("/~{T1}/err.cgi"), &[]).status, 502);
     }
-    let settled = wait_until(Duration::from_secs(10), || fd_count(gw) <= fds0 && zombies() <= z0);
-    assert!(settled, "after {done} requests: fds {} (was {fds0}), zombies {} (was {z0})", fd_count(gw), zombies());
+    let settled = wait_until(Duration::from_secs(10), || {
+        fd_count(gw) <= fds0 && zombies() <= z0
+    });
+    assert!(
+        settled,
+        "after {done} requests: fds {} (was {fds0}), zombies {} (was {z0})",
+        fd_count(gw),
+        zombies()
+    );
 }
 
 #[test]
 fn sigterm_drains_in_flight_requests_and_sighup_reloads_the_map() {
     let s = Stack::start_with_map(&[], 30, &format!("[hosts]\n\"site.test\" = \"{T2}\"\n"));
-    s.script(T1, "slow.cgi", "#!/bin/sh\nsleep 1\nprintf 'Content-Type: text/plain\\n\\nfinished\\n'\n");
-    s.script(T1, "id.cgi", "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n'; id -u\n");
+    s.script(
+        T1,
+        "slow.cgi",
+        "#!/bin/sh\nsleep 1\nprintf 'Content-Type: text/plain\\n\\nfinished\\n'\n",
+    );
+    s.script(
+        T1,
+        "id.cgi",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n'; id -u\n",
+    );
     // Mapped to T2, but the script is T1's: refused.
-    assert_eq!(s.get(&format!("/~{T1}/id.cgi"), &[("Host", "site.test")]).status, 403);
+    assert_eq!(
+        s.get(&format!("/~{T1}/id.cgi"), &[("Host", "site.test")])
+            .status,
+        403
+    );
     s.write_map(&format!("[hosts]\n\"site.test\" = \"{T1}\"\n"));
     s.signal(nix::sys::signal::Signal::SIGHUP);
-    assert!(wait_until(Duration::from_secs(5), || s.log().contains("SIGHUP: reloaded")), "{}", s.log());
+    assert!(
+        wait_until(Duration::from_secs(5), || s
+            .log()
+            .contains("SIGHUP: reloaded")),
+        "{}",
+        s.log()
+    );
     let r = s.get(&format!("/~{T1}/id.cgi"), &[("Host", "site.test")]);
-    assert_eq!((r.status, r.text().trim().to_string()), (200, uid_of(T1).to_string()));
+    assert_eq!(
+        (r.status, r.text().trim().to_string()),
+        (200, uid_of(T1).to_string())
+    );
 
     let s = std::sync::Arc::new(s);
     let slow = {
@@ -299,9 +487,17 @@ fn sigterm_drains_in_flight_requests_and_sighup_reloads_the_map() {
     std::thread::sleep(Duration::from_millis(400));
     s.signal(nix::sys::signal::Signal::SIGTERM);
     let r = slow.join().unwrap();
-    assert_eq!((r.status, r.text().as_str()), (200, "finished\n"), "the in-flight request completed");
-    let mut s = std::sync::Arc::try_unwrap(s).ok().expect("the request thread is done");
-    let status = s.wait_gateway(Duration::from_secs(10)).expect("the gateway exits after draining");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "finished\n"),
+        "the in-flight request completed"
+    );
+    let mut s = std::sync::Arc::try_unwrap(s)
+        .ok()
+        .expect("the request thread is done");
+    let status = s
+        .wait_gateway(Duration::from_secs(10))
+        .expect("the gateway exits after draining");
     assert!(status.success(), "{status:?}");
     assert!(!s.socket().exists(), "socket removed");
 }
@@ -309,49 +505,104 @@ fn sigterm_drains_in_flight_requests_and_sighup_reloads_the_map() {
 #[test]
 fn fastcgi_multiplexing_aborts_and_client_disconnects() {
     let s = Stack::start(&[], 30);
-    s.script(T1, "q.cgi", "#!/bin/sh\nsleep 0.2\nprintf 'Content-Type: text/plain\\n\\n%s\\n' \"$QUERY_STRING\"\n");
+    s.script(
+        T1,
+        "q.cgi",
+        "#!/bin/sh\nsleep 0.2\nprintf 'Content-Type: text/plain\\n\\n%s\\n' \"$QUERY_STRING\"\n",
+    );
     let script = s.dir(T1).join("q.cgi");
     let answers = fastcgi_mpx(&s.socket(), &script, &["one", "two", "three"]);
     assert_eq!(answers.len(), 3);
     for (q, out) in ["one", "two", "three"].iter().zip(&answers) {
-        assert!(out.contains("Status: 200") && out.ends_with(&format!("\r\n\r\n{q}\n")), "{q}: {out:?}");
+        assert!(
+            out.contains("Status: 200") && out.ends_with(&format!("\r\n\r\n{q}\n")),
+            "{q}: {out:?}"
+        );
     }
     // Request id 1 over and over on one kept connection, as nginx does.
-    s.script(T1, "fast.cgi", "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n%s\\n' \"$QUERY_STRING\"\n");
+    s.script(
+        T1,
+        "fast.cgi",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n%s\\n' \"$QUERY_STRING\"\n",
+    );
     fastcgi_sequential(&s.socket(), &s.dir(T1).join("fast.cgi"), 300);
     // FCGI_ABORT_REQUEST ends the request at once and kills the script.
     s.script(T1, "sleepy.cgi", "#!/bin/sh\nexec /bin/sleep 60\n");
     let t = Instant::now();
-    fastcgi_abort(&s.socket(), &s.dir(T1).join("sleepy.cgi"), || in_sandbox(&s.env, T1, "sleep") == 1);
+    fastcgi_abort(&s.socket(), &s.dir(T1).join("sleepy.cgi"), || {
+        in_sandbox(&s.env, T1, "sleep") == 1
+    });
     assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
-    assert!(wait_until(Duration::from_secs(5), || in_sandbox(&s.env, T1, "sleep") == 0), "the aborted script was killed");
+    assert!(
+        wait_until(Duration::from_secs(5), || in_sandbox(&s.env, T1, "sleep")
+            == 0),
+        "the aborted script was killed"
+    );
     // The client goes away: nginx closes the FastCGI connection, the
     // gateway drops the control connection, the init kills the script.
     {
         use std::io::Write;
         let mut c = std::net::TcpStream::connect(("127.0.0.1", s.port())).unwrap();
-        c.write_all(format!("GET /~{T1}/sleepy.cgi HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes()).unwrap();
-        assert!(wait_until(Duration::from_secs(5), || in_sandbox(&s.env, T1, "sleep") == 1), "the script started");
+        c.write_all(format!("GET /~{T1}/sleepy.cgi HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
+            .unwrap();
+        assert!(
+            wait_until(Duration::from_secs(5), || in_sandbox(&s.env, T1, "sleep")
+                == 1),
+            "the script started"
+        );
     }
-    assert!(wait_until(Duration::from_secs(5), || in_sandbox(&s.env, T1, "sleep") == 0), "the script outlived its client");
+    assert!(
+        wait_until(Duration::from_secs(5), || in_sandbox(&s.env, T1, "sleep")
+            == 0),
+        "the script outlived its client"
+    );
 }
 
 #[test]
 fn tcp_listener_honours_fcgi_web_server_addrs() {
     let s = Stack::start(&[], 30);
-    let script = s.script(T1, "fast.cgi", "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\ntcp\\n'\n");
+    let script = s.script(
+        T1,
+        "fast.cgi",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\ntcp\\n'\n",
+    );
     for (allowed, served) in [("127.0.0.1, ::1", true), ("127.0.0.2", false)] {
         let port = free_port();
         let log = std::fs::File::create(s.tmp.path().join("tcp.log")).unwrap();
-        let mut g = s.env.cmd().args(["gateway", "--listen", &format!("tcp:127.0.0.1:{port}")]).env("FCGI_WEB_SERVER_ADDRS", allowed).stdout(std::process::Stdio::null()).stderr(log).spawn().unwrap();
-        let up = wait_until(Duration::from_secs(10), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
-        let answer = up.then(|| fastcgi_once(std::net::TcpStream::connect(("127.0.0.1", port)).unwrap(), &script));
-        stop(&mut g, nix::sys::signal::Signal::SIGTERM, Duration::from_secs(20));
+        let mut g = s
+            .env
+            .cmd()
+            .args(["gateway", "--listen", &format!("tcp:127.0.0.1:{port}")])
+            .env("FCGI_WEB_SERVER_ADDRS", allowed)
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let up = wait_until(Duration::from_secs(10), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        let answer = up.then(|| {
+            fastcgi_once(
+                std::net::TcpStream::connect(("127.0.0.1", port)).unwrap(),
+                &script,
+            )
+        });
+        stop(
+            &mut g,
+            nix::sys::signal::Signal::SIGTERM,
+            Duration::from_secs(20),
+        );
         assert!(up, "the TCP gateway did not start");
         let log = std::fs::read_to_string(s.tmp.path().join("tcp.log")).unwrap();
         match answer.flatten() {
-            Some(out) => assert!(served && out.ends_with("\r\n\r\ntcp\n"), "{allowed}: {out:?}"),
-            None => assert!(!served && log.contains("not in FCGI_WEB_SERVER_ADDRS"), "{allowed}: {log}"),
+            Some(out) => assert!(
+                served && out.ends_with("\r\n\r\ntcp\n"),
+                "{allowed}: {out:?}"
+            ),
+            None => assert!(
+                !served && log.contains("not in FCGI_WEB_SERVER_ADDRS"),
+                "{allowed}: {log}"
+            ),
         }
     }
 }
@@ -364,39 +615,104 @@ fn cgi_wrapper_runs_scripts_in_the_sandbox() {
     let run = |args: &[&str], vars: &[(&str, &str)], stdin: &[u8]| {
         use std::io::Write;
         let mut c = s.env.cmd();
-        c.arg("cgi").args(args).env("REQUEST_METHOD", "POST").env("GATEWAY_INTERFACE", "CGI/1.1");
+        c.arg("cgi")
+            .args(args)
+            .env("REQUEST_METHOD", "POST")
+            .env("GATEWAY_INTERFACE", "CGI/1.1");
         for (k, v) in vars {
             c.env(k, v);
         }
-        let mut ch = c.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        let mut ch = c
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
         ch.stdin.take().unwrap().write_all(stdin).unwrap();
         ch.wait_with_output().unwrap()
     };
     let body = b"hello from the web server".to_vec();
-    let o = run(&[], &[("SCRIPT_FILENAME", echo.to_str().unwrap()), ("CONTENT_LENGTH", "25")], &body);
+    let o = run(
+        &[],
+        &[
+            ("SCRIPT_FILENAME", echo.to_str().unwrap()),
+            ("CONTENT_LENGTH", "25"),
+        ],
+        &body,
+    );
     assert!(o.status.success(), "{o:?}");
-    assert_eq!(String::from_utf8_lossy(&o.stdout), format!("Content-Type: text/plain\n\nlen=25\nsum={}\n", sha256_hex(&body)));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!(
+            "Content-Type: text/plain\n\nlen=25\nsum={}\n",
+            sha256_hex(&body)
+        )
+    );
     // lighttpd's cgi.assign passes the script as an argument; Apache's Action in PATH_TRANSLATED.
-    let o = run(&[env_cgi.to_str().unwrap()], &[("QUERY_STRING", "via=arg"), ("LD_PRELOAD", "/x.so")], b"");
+    let o = run(
+        &[env_cgi.to_str().unwrap()],
+        &[("QUERY_STRING", "via=arg"), ("LD_PRELOAD", "/x.so")],
+        b"",
+    );
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains(&format!("uid={}", uid_of(T1))) && out.contains("query=via=arg"), "{out}");
-    let o = run(&["--path-translated"], &[("PATH_TRANSLATED", env_cgi.to_str().unwrap()), ("SCRIPT_FILENAME", "/usr/lib/cgi-bin/corral")], b"");
-    assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("uid={}", uid_of(T1))), "{o:?}");
+    assert!(
+        out.contains(&format!("uid={}", uid_of(T1))) && out.contains("query=via=arg"),
+        "{out}"
+    );
+    let o = run(
+        &["--path-translated"],
+        &[
+            ("PATH_TRANSLATED", env_cgi.to_str().unwrap()),
+            ("SCRIPT_FILENAME", "/usr/lib/cgi-bin/corral"),
+        ],
+        b"",
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(&format!("uid={}", uid_of(T1))),
+        "{o:?}"
+    );
     // Forwarded to the running gateway over FastCGI (no root needed there).
     let sock = format!("{}", s.socket().display());
-    let o = run(&["--gateway", &sock], &[("SCRIPT_FILENAME", echo.to_str().unwrap()), ("CONTENT_LENGTH", "25")], &body);
+    let o = run(
+        &["--gateway", &sock],
+        &[
+            ("SCRIPT_FILENAME", echo.to_str().unwrap()),
+            ("CONTENT_LENGTH", "25"),
+        ],
+        &body,
+    );
     assert!(o.status.success(), "{o:?}");
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.starts_with("Status: 200 OK\r\n") && out.ends_with(&format!("\r\n\r\nlen=25\nsum={}\n", sha256_hex(&body))), "{out:?}");
+    assert!(
+        out.starts_with("Status: 200 OK\r\n")
+            && out.ends_with(&format!("\r\n\r\nlen=25\nsum={}\n", sha256_hex(&body))),
+        "{out:?}"
+    );
     let o = run(&["--gateway", &sock, "/etc/passwd"], &[], b"");
-    assert!(String::from_utf8_lossy(&o.stdout).starts_with("Status: 403"), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).starts_with("Status: 403"),
+        "{o:?}"
+    );
     // Exit status passes through; refusals are CGI error responses.
-    let fail = s.script(T1, "fail.cgi", "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n'\nexit 7\n");
-    assert_eq!(run(&[fail.to_str().unwrap()], &[], b"").status.code(), Some(7));
+    let fail = s.script(
+        T1,
+        "fail.cgi",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n'\nexit 7\n",
+    );
+    assert_eq!(
+        run(&[fail.to_str().unwrap()], &[], b"").status.code(),
+        Some(7)
+    );
     set_mode(&fail, 0o777);
     let o = run(&[fail.to_str().unwrap()], &[], b"");
-    assert!(String::from_utf8_lossy(&o.stdout).starts_with("Status: 403"), "{o:?}");
-    assert!(String::from_utf8_lossy(&o.stderr).contains("\"writable\""), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).starts_with("Status: 403"),
+        "{o:?}"
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("\"writable\""),
+        "{o:?}"
+    );
 }
 
 /// The test rig: a gateway and an nginx in front of it, per test.
@@ -429,7 +745,10 @@ mod gw {
 
     impl Resp {
         pub fn header(&self, name: &str) -> Option<&str> {
-            self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+            self.headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_str())
         }
         pub fn text(&self) -> String {
             String::from_utf8_lossy(&self.body).into_owned()
@@ -452,9 +771,23 @@ mod gw {
             for (t, text) in overrides {
                 env.write_config(&format!("tenants/{t}.toml"), text);
             }
-            let tmp = tempfile::Builder::new().prefix("corral-gw-test").tempdir_in("/var/tmp").unwrap();
-            let dir_name = format!("gwtest-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
-            let mut s = Stack { env, tmp, nginx: None, gateway: None, port: 0, dir_name };
+            let tmp = tempfile::Builder::new()
+                .prefix("corral-gw-test")
+                .tempdir_in("/var/tmp")
+                .unwrap();
+            let dir_name = format!(
+                "gwtest-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            );
+            let mut s = Stack {
+                env,
+                tmp,
+                nginx: None,
+                gateway: None,
+                port: 0,
+                dir_name,
+            };
             for t in [T1, T2, T3] {
                 let d = s.dir(t);
                 std::fs::create_dir_all(&d).unwrap();
@@ -473,14 +806,32 @@ mod gw {
         fn start_gateway(&mut self, timeout: u64, map: bool) {
             let log = std::fs::File::create(self.tmp.path().join("gateway.log")).unwrap();
             let mut c = self.env.cmd();
-            c.args(["gateway", "--listen", &format!("unix:{}", self.socket().display()), "--timeout", &timeout.to_string()]);
+            c.args([
+                "gateway",
+                "--listen",
+                &format!("unix:{}", self.socket().display()),
+                "--timeout",
+                &timeout.to_string(),
+            ]);
             if map {
                 c.arg("--map").arg(self.tmp.path().join("map.toml"));
             }
-            let child = c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log).spawn().expect("start corral gateway");
+            let child = c
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("start corral gateway");
             self.gateway = Some(child);
-            let up = wait_until(Duration::from_secs(10), || self.socket().exists() || self.gateway.as_mut().unwrap().try_wait().unwrap().is_some());
-            assert!(up && self.socket().exists(), "the gateway did not start: {}", self.log());
+            let up = wait_until(Duration::from_secs(10), || {
+                self.socket().exists()
+                    || self.gateway.as_mut().unwrap().try_wait().unwrap().is_some()
+            });
+            assert!(
+                up && self.socket().exists(),
+                "the gateway did not start: {}",
+                self.log()
+            );
         }
 
         fn start_nginx(&mut self) {
@@ -505,14 +856,20 @@ mod gw {
                     .expect("start nginx (Debian: nginx-light)");
                 self.nginx = Some(child);
                 let port = self.port;
-                let ok = wait_until(Duration::from_secs(10), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() || self.nginx.as_mut().unwrap().try_wait().unwrap().is_some());
+                let ok = wait_until(Duration::from_secs(10), || {
+                    std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+                        || self.nginx.as_mut().unwrap().try_wait().unwrap().is_some()
+                });
                 if ok && self.nginx.as_mut().unwrap().try_wait().unwrap().is_none() {
                     return;
                 }
                 // Most likely the port was taken meanwhile: try another.
                 self.stop_nginx();
             }
-            panic!("nginx did not start: {}", std::fs::read_to_string(self.tmp.path().join("nginx.out")).unwrap_or_default());
+            panic!(
+                "nginx did not start: {}",
+                std::fs::read_to_string(self.tmp.path().join("nginx.out")).unwrap_or_default()
+            );
         }
 
         fn nginx_conf(&self) -> String {
@@ -595,8 +952,15 @@ mod gw {
         }
 
         /// One HTTP/1.0 request to nginx (the connection closes after it).
-        pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
-            let mut c = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect to nginx");
+        pub fn request(
+            &self,
+            method: &str,
+            path: &str,
+            headers: &[(&str, &str)],
+            body: &[u8],
+        ) -> Resp {
+            let mut c =
+                std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect to nginx");
             c.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
             let mut head = format!("{method} {path} HTTP/1.0\r\n");
             if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
@@ -618,7 +982,11 @@ mod gw {
 
         fn stop_nginx(&mut self) {
             if let Some(mut n) = self.nginx.take() {
-                stop(&mut n, nix::sys::signal::Signal::SIGQUIT, Duration::from_secs(5));
+                stop(
+                    &mut n,
+                    nix::sys::signal::Signal::SIGQUIT,
+                    Duration::from_secs(5),
+                );
             }
         }
     }
@@ -632,12 +1000,22 @@ mod gw {
                     let lines: Vec<&str> = t.lines().collect();
                     lines[lines.len().saturating_sub(30)..].join("\n")
                 };
-                eprintln!("--- gateway log (tail)\n{}", tail(self.tmp.path().join("gateway.log")));
-                eprintln!("--- nginx error log (tail)\n{}", tail(self.tmp.path().join("error.log")));
+                eprintln!(
+                    "--- gateway log (tail)\n{}",
+                    tail(self.tmp.path().join("gateway.log"))
+                );
+                eprintln!(
+                    "--- nginx error log (tail)\n{}",
+                    tail(self.tmp.path().join("error.log"))
+                );
             }
             self.stop_nginx();
             if let Some(mut g) = self.gateway.take() {
-                stop(&mut g, nix::sys::signal::Signal::SIGTERM, Duration::from_secs(40));
+                stop(
+                    &mut g,
+                    nix::sys::signal::Signal::SIGTERM,
+                    Duration::from_secs(40),
+                );
             }
             for t in [T1, T2, T3] {
                 let _ = std::fs::remove_dir_all(self.dir(t));
@@ -660,16 +1038,34 @@ mod gw {
     }
 
     pub fn free_port() -> u16 {
-        std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
     }
 
     fn parse_response(raw: &[u8]) -> Resp {
-        let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or_else(|| panic!("no HTTP head in {:?}", String::from_utf8_lossy(raw)));
+        let split = raw
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .unwrap_or_else(|| panic!("no HTTP head in {:?}", String::from_utf8_lossy(raw)));
         let head = String::from_utf8_lossy(&raw[..split]).into_owned();
         let mut lines = head.split("\r\n");
-        let status = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|c| c.parse().ok()).expect("status line");
-        let headers = lines.filter_map(|l| l.split_once(':')).map(|(n, v)| (n.trim().to_string(), v.trim().to_string())).collect();
-        Resp { status, headers, body: raw[split + 4..].to_vec() }
+        let status = lines
+            .next()
+            .and_then(|l| l.split(' ').nth(1))
+            .and_then(|c| c.parse().ok())
+            .expect("status line");
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+            .collect();
+        Resp {
+            status,
+            headers,
+            body: raw[split + 4..].to_vec(),
+        }
     }
 
     pub fn set_mode(p: &Path, mode: u32) {
@@ -690,33 +1086,56 @@ mod gw {
     }
 
     pub fn sha256_hex(data: &[u8]) -> String {
-        let mut c = Command::new("sha256sum").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        let mut c = Command::new("sha256sum")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
         c.stdin.take().unwrap().write_all(data).unwrap();
         let o = c.wait_with_output().unwrap();
-        String::from_utf8(o.stdout).unwrap().split(' ').next().unwrap().to_string()
+        String::from_utf8(o.stdout)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .to_string()
     }
 
     fn proc_field(pid: &str, file: &str, key: &str) -> Option<String> {
         let s = std::fs::read_to_string(format!("/proc/{pid}/{file}")).ok()?;
-        s.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string())
+        s.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(|v| v.trim().to_string())
     }
 
     /// Processes named `comm` inside this test's sandbox of `tenant` (its
     /// init's pid namespace): other tests' processes of the same user do not count.
     pub fn in_sandbox(env: &Env, tenant: &str, comm: &str) -> usize {
         let init = env.init_pid(tenant);
-        let Ok(ns) = std::fs::read_link(format!("/proc/{init}/ns/pid")) else { return 0 };
+        let Ok(ns) = std::fs::read_link(format!("/proc/{init}/ns/pid")) else {
+            return 0;
+        };
         std::fs::read_dir("/proc")
             .unwrap()
             .flatten()
-            .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .bytes()
+                    .all(|b| b.is_ascii_digit())
+            })
             .filter(|e| std::fs::read_link(e.path().join("ns/pid")).ok().as_ref() == Some(&ns))
-            .filter(|e| proc_field(&e.file_name().to_string_lossy(), "status", "Name:").as_deref() == Some(comm))
+            .filter(|e| {
+                proc_field(&e.file_name().to_string_lossy(), "status", "Name:").as_deref()
+                    == Some(comm)
+            })
             .count()
     }
 
     pub fn fd_count(pid: i32) -> usize {
-        std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(usize::MAX)
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|d| d.count())
+            .unwrap_or(usize::MAX)
     }
 
     /// Zombie children of these processes.
@@ -746,7 +1165,9 @@ mod gw {
             .stderr(f)
             .spawn()
             .ok()?;
-        let done = wait_until(Duration::from_secs(600), || ch.try_wait().ok().flatten().is_some());
+        let done = wait_until(Duration::from_secs(600), || {
+            ch.try_wait().ok().flatten().is_some()
+        });
         if !done {
             let _ = ch.kill();
             let _ = ch.wait();
@@ -759,11 +1180,21 @@ mod gw {
     /// connection without answering.
     pub fn fastcgi_once<S: Read + Write>(mut c: S, script: &Path) -> Option<String> {
         use corral_gateway::fastcgi::params::encode_pairs;
-        use corral_gateway::fastcgi::record::{encode_begin_request, encode_stream, encode_stream_end, RecordDecoder, RecordType, Role, Stream};
+        use corral_gateway::fastcgi::record::{
+            encode_begin_request, encode_stream, encode_stream_end, RecordDecoder, RecordType,
+            Role, Stream,
+        };
         let mut out = Vec::new();
         encode_begin_request(1, Role::Responder, false, &mut out);
         let mut p = Vec::new();
-        encode_pairs([("SCRIPT_FILENAME", script.to_string_lossy().as_ref()), ("REQUEST_METHOD", "GET")], &mut p).unwrap();
+        encode_pairs(
+            [
+                ("SCRIPT_FILENAME", script.to_string_lossy().as_ref()),
+                ("REQUEST_METHOD", "GET"),
+            ],
+            &mut p,
+        )
+        .unwrap();
         encode_stream(Stream::Params, 1, &p, &mut out);
         encode_stream_end(Stream::Params, 1, &mut out);
         encode_stream_end(Stream::Stdin, 1, &mut out);
@@ -779,7 +1210,9 @@ mod gw {
             while let Some(r) = dec.decode(&mut input).unwrap() {
                 match r.kind {
                     RecordType::Stdout => stdout.extend_from_slice(&r.content),
-                    RecordType::EndRequest => return Some(String::from_utf8_lossy(&stdout).into_owned()),
+                    RecordType::EndRequest => {
+                        return Some(String::from_utf8_lossy(&stdout).into_owned())
+                    }
                     _ => {}
                 }
             }
@@ -790,7 +1223,10 @@ mod gw {
     /// request id 1; each answer must be its own.
     pub fn fastcgi_sequential(sock: &Path, script: &Path, n: usize) {
         use corral_gateway::fastcgi::params::encode_pairs;
-        use corral_gateway::fastcgi::record::{encode_begin_request, encode_stream, encode_stream_end, RecordDecoder, RecordType, Role, Stream};
+        use corral_gateway::fastcgi::record::{
+            encode_begin_request, encode_stream, encode_stream_end, RecordDecoder, RecordType,
+            Role, Stream,
+        };
         let mut c = std::os::unix::net::UnixStream::connect(sock).expect("connect to the gateway");
         c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let mut dec = RecordDecoder::new();
@@ -800,7 +1236,15 @@ mod gw {
             let mut out = Vec::new();
             encode_begin_request(1, Role::Responder, true, &mut out);
             let mut p = Vec::new();
-            encode_pairs([("SCRIPT_FILENAME", script.to_string_lossy().as_ref()), ("REQUEST_METHOD", "GET"), ("QUERY_STRING", &q)], &mut p).unwrap();
+            encode_pairs(
+                [
+                    ("SCRIPT_FILENAME", script.to_string_lossy().as_ref()),
+                    ("REQUEST_METHOD", "GET"),
+                    ("QUERY_STRING", &q),
+                ],
+                &mut p,
+            )
+            .unwrap();
             encode_stream(Stream::Params, 1, &p, &mut out);
             encode_stream_end(Stream::Params, 1, &mut out);
             encode_stream_end(Stream::Stdin, 1, &mut out);
@@ -808,7 +1252,10 @@ mod gw {
             let mut stdout = Vec::new();
             'request: loop {
                 let got = c.read(&mut buf).expect("read from the gateway");
-                assert!(got > 0, "request {i}: the gateway closed the kept connection");
+                assert!(
+                    got > 0,
+                    "request {i}: the gateway closed the kept connection"
+                );
                 let mut input = &buf[..got];
                 while let Some(r) = dec.decode(&mut input).unwrap() {
                     match r.kind {
@@ -819,7 +1266,10 @@ mod gw {
                 }
             }
             let text = String::from_utf8_lossy(&stdout);
-            assert!(text.starts_with("Status: 200") && text.ends_with(&format!("\r\n\r\n{q}\n")), "request {i}: {text:?}");
+            assert!(
+                text.starts_with("Status: 200") && text.ends_with(&format!("\r\n\r\n{q}\n")),
+                "request {i}: {text:?}"
+            );
         }
     }
 
@@ -827,18 +1277,31 @@ mod gw {
     /// wait for its FCGI_END_REQUEST.
     pub fn fastcgi_abort(sock: &Path, script: &Path, mut started: impl FnMut() -> bool) {
         use corral_gateway::fastcgi::params::encode_pairs;
-        use corral_gateway::fastcgi::record::{encode_abort_request, encode_begin_request, encode_stream, encode_stream_end, RecordDecoder, RecordType, Role, Stream};
+        use corral_gateway::fastcgi::record::{
+            encode_abort_request, encode_begin_request, encode_stream, encode_stream_end,
+            RecordDecoder, RecordType, Role, Stream,
+        };
         let mut out = Vec::new();
         encode_begin_request(7, Role::Responder, true, &mut out);
         let mut p = Vec::new();
-        encode_pairs([("SCRIPT_FILENAME", script.to_string_lossy().as_ref()), ("REQUEST_METHOD", "GET")], &mut p).unwrap();
+        encode_pairs(
+            [
+                ("SCRIPT_FILENAME", script.to_string_lossy().as_ref()),
+                ("REQUEST_METHOD", "GET"),
+            ],
+            &mut p,
+        )
+        .unwrap();
         encode_stream(Stream::Params, 7, &p, &mut out);
         encode_stream_end(Stream::Params, 7, &mut out);
         encode_stream_end(Stream::Stdin, 7, &mut out);
         let mut c = std::os::unix::net::UnixStream::connect(sock).expect("connect to the gateway");
         c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         c.write_all(&out).unwrap();
-        assert!(wait_until(Duration::from_secs(10), &mut started), "the script started");
+        assert!(
+            wait_until(Duration::from_secs(10), &mut started),
+            "the script started"
+        );
         out.clear();
         encode_abort_request(7, &mut out);
         c.write_all(&out).unwrap();
@@ -846,7 +1309,10 @@ mod gw {
         let mut buf = vec![0u8; 65536];
         loop {
             let n = c.read(&mut buf).expect("read from the gateway");
-            assert!(n > 0, "the gateway closed the connection instead of ending the request");
+            assert!(
+                n > 0,
+                "the gateway closed the connection instead of ending the request"
+            );
             let mut input = &buf[..n];
             while let Some(r) = dec.decode(&mut input).unwrap() {
                 if r.kind == RecordType::EndRequest {
@@ -861,7 +1327,10 @@ mod gw {
     /// interleaved, plus FCGI_GET_VALUES; returns each request's stdout.
     pub fn fastcgi_mpx(sock: &Path, script: &Path, queries: &[&str]) -> Vec<String> {
         use corral_gateway::fastcgi::params::encode_pairs;
-        use corral_gateway::fastcgi::record::{encode_begin_request, encode_get_values, encode_stream, encode_stream_end, RecordDecoder, RecordType, Role, Stream};
+        use corral_gateway::fastcgi::record::{
+            encode_begin_request, encode_get_values, encode_stream, encode_stream_end,
+            RecordDecoder, RecordType, Role, Stream,
+        };
         let mut out = Vec::new();
         encode_get_values(["FCGI_MPXS_CONNS", "FCGI_MAX_REQS"], &mut out).unwrap();
         let ids: Vec<u16> = (1..=queries.len() as u16).collect();
@@ -871,7 +1340,15 @@ mod gw {
         for (id, q) in ids.iter().zip(queries) {
             let mut p = Vec::new();
             let script = script.to_string_lossy();
-            encode_pairs([("SCRIPT_FILENAME", script.as_ref()), ("REQUEST_METHOD", "GET"), ("QUERY_STRING", q)], &mut p).unwrap();
+            encode_pairs(
+                [
+                    ("SCRIPT_FILENAME", script.as_ref()),
+                    ("REQUEST_METHOD", "GET"),
+                    ("QUERY_STRING", q),
+                ],
+                &mut p,
+            )
+            .unwrap();
             encode_stream(Stream::Params, *id, &p, &mut out);
         }
         for id in ids.iter().rev() {
@@ -891,7 +1368,9 @@ mod gw {
             let mut input = &buf[..n];
             while let Some(r) = dec.decode(&mut input).unwrap() {
                 match r.kind {
-                    RecordType::Stdout => stdout[r.request_id as usize - 1].extend_from_slice(&r.content),
+                    RecordType::Stdout => {
+                        stdout[r.request_id as usize - 1].extend_from_slice(&r.content)
+                    }
                     RecordType::EndRequest => ended += 1,
                     RecordType::GetValuesResult => values = Some(r.content.clone()),
                     other => panic!("unexpected {other}"),
@@ -899,7 +1378,14 @@ mod gw {
             }
         }
         let v = values.expect("FCGI_GET_VALUES_RESULT");
-        assert!(v.windows(16).any(|w| w == b"FCGI_MPXS_CONNS1"), "{:?}", String::from_utf8_lossy(&v));
-        stdout.into_iter().map(|b| String::from_utf8_lossy(&b).into_owned()).collect()
+        assert!(
+            v.windows(16).any(|w| w == b"FCGI_MPXS_CONNS1"),
+            "{:?}",
+            String::from_utf8_lossy(&v)
+        );
+        stdout
+            .into_iter()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .collect()
     }
 }

@@ -6,7 +6,14 @@ use common::*;
 use std::time::Duration;
 
 fn stats(env: &Env, tenant: &str, window_ms: u64) -> serde_json::Value {
-    let v: serde_json::Value = serde_json::from_str(&env.ok(&["stats", tenant, "--json", "--interval-ms", &window_ms.to_string()])).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&env.ok(&[
+        "stats",
+        tenant,
+        "--json",
+        "--interval-ms",
+        &window_ms.to_string(),
+    ]))
+    .unwrap();
     v[0].clone()
 }
 
@@ -15,7 +22,15 @@ fn live_cpu_limit_change_applies_to_a_running_tenant() {
     let env = Env::new();
     env.default_profile_with("");
     env.ok(&["up", T1]);
-    env.ok(&["run", "--detach", T1, "--", "/bin/sh", "-c", "end=$(( $(date +%s) + 30 )); while [ $(date +%s) -lt $end ]; do :; done"]);
+    env.ok(&[
+        "run",
+        "--detach",
+        T1,
+        "--",
+        "/bin/sh",
+        "-c",
+        "end=$(( $(date +%s) + 30 )); while [ $(date +%s) -lt $end ]; do :; done",
+    ]);
     env.ok(&["limits", "set", T1, "cpu=20%"]);
     std::thread::sleep(Duration::from_millis(300));
     let low = stats(&env, T1, 2000)["cpu_percent"].as_f64().unwrap();
@@ -24,11 +39,17 @@ fn live_cpu_limit_change_applies_to_a_running_tenant() {
     let high = stats(&env, T1, 2000)["cpu_percent"].as_f64().unwrap();
     eprintln!("cpu at 20%: {low:.1}%, at 60%: {high:.1}%");
     assert!(low <= 30.0 && low >= 5.0, "20% limit held: {low}");
-    assert!(high > low + 15.0 && high <= 70.0, "60% limit applied live: {high}");
+    assert!(
+        high > low + 15.0 && high <= 70.0,
+        "60% limit applied live: {high}"
+    );
     let shown = env.ok(&["limits", "show", T1]);
     assert!(shown.contains("60%"), "{shown}");
     let s = stats(&env, T1, 100);
-    assert!(s["faults"]["cpu_throttled_periods"].as_u64().unwrap() > 0, "throttling is counted: {s}");
+    assert!(
+        s["faults"]["cpu_throttled_periods"].as_u64().unwrap() > 0,
+        "throttling is counted: {s}"
+    );
 }
 
 #[test]
@@ -37,13 +58,25 @@ fn bad_limit_values_are_refused_and_nothing_changes() {
     env.default_profile_with("");
     env.ok(&["up", T1]);
     let before = env.ok(&["limits", "show", T1, "--json"]);
-    for bad in ["cpu=-5%", "memory=lots", "io.devices=/dev/nope", "nosuchkey=1"] {
+    for bad in [
+        "cpu=-5%",
+        "memory=lots",
+        "io.devices=/dev/nope",
+        "nosuchkey=1",
+    ] {
         let o = env.run(&["limits", "set", T1, "processes=77", bad]);
         assert!(!o.status.success(), "{bad} accepted");
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(err.contains(bad.split('=').next().unwrap()), "{bad}: error names the key: {err}");
+        assert!(
+            err.contains(bad.split('=').next().unwrap()),
+            "{bad}: error names the key: {err}"
+        );
     }
-    assert_eq!(env.ok(&["limits", "show", T1, "--json"]), before, "no partial application");
+    assert_eq!(
+        env.ok(&["limits", "show", T1, "--json"]),
+        before,
+        "no partial application"
+    );
     // In a plan file, the error names file and line.
     env.write_config("plans/broken.toml", "cpu = \"50%\"\nmemory = \"lots\"\n");
     env.write_config(&format!("tenants/{T2}.toml"), "plan = \"broken\"\n");
@@ -58,18 +91,34 @@ fn bad_limit_values_are_refused_and_nothing_changes() {
 fn entry_process_limit_refuses_exactly_the_excess_and_slots_come_back() {
     let env = Env::new();
     env.default_profile_with("");
-    env.write_config(&format!("tenants/{T1}.toml"), "[limits]\nentry_processes = 2\n");
+    env.write_config(
+        &format!("tenants/{T1}.toml"),
+        "[limits]\nentry_processes = 2\n",
+    );
     env.ok(&["up", T1]);
-    let spawn = || env.cmd().args(["run", T1, "--", "/bin/sleep", "3"]).spawn().unwrap();
+    let spawn = || {
+        env.cmd()
+            .args(["run", T1, "--", "/bin/sleep", "3"])
+            .spawn()
+            .unwrap()
+    };
     let mut kids: Vec<_> = (0..2).map(|_| spawn()).collect();
     std::thread::sleep(Duration::from_millis(700));
     let third = env.run(&["run", T1, "--", "/bin/true"]);
-    assert_eq!(third.status.code(), Some(75), "third entry refused: {}", String::from_utf8_lossy(&third.stderr));
+    assert_eq!(
+        third.status.code(),
+        Some(75),
+        "third entry refused: {}",
+        String::from_utf8_lossy(&third.stderr)
+    );
     assert!(String::from_utf8_lossy(&third.stderr).contains("entry-process limit"));
     // Kill one entry: its slot comes back at once.
     kids[0].kill().unwrap();
     kids[0].wait().unwrap();
-    assert!(env.run(&["run", T1, "--", "/bin/true"]).status.success(), "slot of a killed entry is reusable");
+    assert!(
+        env.run(&["run", T1, "--", "/bin/true"]).status.success(),
+        "slot of a killed entry is reusable"
+    );
     kids[1].wait().unwrap();
     let s = stats(&env, T1, 50);
     assert_eq!(s["entry_rejections"].as_u64(), Some(1), "{s}");
@@ -82,15 +131,23 @@ fn fork_bomb_stops_at_the_process_limit_and_the_neighbour_keeps_working() {
     env.write_config(&format!("tenants/{T1}.toml"), "[limits]\nprocesses = 30\n");
     env.ok(&["up", T1, T2]);
     // A bounded fork bomb: each shell forks two more until 10 s pass.
-    let bomb = "b() { [ $(date +%s) -lt $END ] || return; b & b & wait; }; END=$(( $(date +%s) + 8 )); b";
+    let bomb =
+        "b() { [ $(date +%s) -lt $END ] || return; b & b & wait; }; END=$(( $(date +%s) + 8 )); b";
     env.ok(&["run", "--detach", T1, "--", "/bin/sh", "-c", bomb]);
     std::thread::sleep(Duration::from_millis(1500));
     let start = std::time::Instant::now();
     assert_eq!(env.sh(T2, "echo alive").trim(), "alive");
-    assert!(start.elapsed() < Duration::from_secs(5), "neighbour answered in {:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "neighbour answered in {:?}",
+        start.elapsed()
+    );
     let s = stats(&env, T1, 100);
     assert!(s["usage"]["processes"].as_u64().unwrap() <= 30, "{s}");
-    assert!(s["faults"]["pids_max_hits"].as_u64().unwrap() > 0, "process-limit hits counted: {s}");
+    assert!(
+        s["faults"]["pids_max_hits"].as_u64().unwrap() > 0,
+        "process-limit hits counted: {s}"
+    );
 }
 
 #[test]
@@ -103,21 +160,42 @@ fn a_full_process_limit_refuses_new_commands_on_every_path() {
     env.write_config(&format!("tenants/{T1}.toml"), "[limits]\nprocesses = 2\n");
     env.ok(&["up", T1]);
     env.ok(&["run", "--detach", T1, "--", "/bin/sleep", "30"]);
-    let marker = corral_users::Db::system().user_by_name(T1).unwrap().unwrap().home.join(".pids-full-marker");
+    let marker = corral_users::Db::system()
+        .user_by_name(T1)
+        .unwrap()
+        .unwrap()
+        .home
+        .join(".pids-full-marker");
     let _ = std::fs::remove_file(&marker);
     for setns in [false, true] {
         let mut c = env.cmd();
-        c.args(["run", T1, "--", "/bin/sh", "-c", &format!("touch {}", marker.display())]);
+        c.args([
+            "run",
+            T1,
+            "--",
+            "/bin/sh",
+            "-c",
+            &format!("touch {}", marker.display()),
+        ]);
         if setns {
             c.env("CORRAL_RUN_SETNS", "1");
         }
         let o = c.output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!o.status.success(), "setns={setns}: ran at a full process limit: {err}");
-        assert!(err.contains("Resource temporarily unavailable") || err.contains("EAGAIN"), "setns={setns}: {err}");
+        assert!(
+            !o.status.success(),
+            "setns={setns}: ran at a full process limit: {err}"
+        );
+        assert!(
+            err.contains("Resource temporarily unavailable") || err.contains("EAGAIN"),
+            "setns={setns}: {err}"
+        );
         assert!(!marker.exists(), "setns={setns}: the command ran");
         let s = stats(&env, T1, 50);
-        assert!(s["usage"]["processes"].as_u64().unwrap() <= 2, "setns={setns}: {s}");
+        assert!(
+            s["usage"]["processes"].as_u64().unwrap() <= 2,
+            "setns={setns}: {s}"
+        );
     }
 }
 
@@ -125,14 +203,36 @@ fn a_full_process_limit_refuses_new_commands_on_every_path() {
 fn memory_hog_is_oom_killed_inside_its_tenant() {
     let env = Env::new();
     env.default_profile_with("");
-    env.write_config(&format!("tenants/{T1}.toml"), "[limits]\nmemory.max = \"32M\"\nmemory.swap_max = \"0\"\n");
+    env.write_config(
+        &format!("tenants/{T1}.toml"),
+        "[limits]\nmemory.max = \"32M\"\nmemory.swap_max = \"0\"\n",
+    );
     env.ok(&["up", T1, T2]);
     // Grows a shell variable until the cgroup's OOM killer ends it.
-    let o = env.run(&["run", T1, "--", "/bin/sh", "-c", "x=a; while :; do x=\"$x$x\"; done"]);
-    assert_eq!(o.status.code(), Some(128 + 9), "killed by SIGKILL: {:?}", o.status);
+    let o = env.run(&[
+        "run",
+        T1,
+        "--",
+        "/bin/sh",
+        "-c",
+        "x=a; while :; do x=\"$x$x\"; done",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(128 + 9),
+        "killed by SIGKILL: {:?}",
+        o.status
+    );
     let s = stats(&env, T1, 50);
     let f = &s["faults"];
-    assert!(f["oom_kills"].as_u64().unwrap() > 0 || f["memory_max_hits"].as_u64().unwrap() > 0, "{s}");
-    assert_eq!(env.sh(T2, "echo fine").trim(), "fine", "neighbour untouched");
+    assert!(
+        f["oom_kills"].as_u64().unwrap() > 0 || f["memory_max_hits"].as_u64().unwrap() > 0,
+        "{s}"
+    );
+    assert_eq!(
+        env.sh(T2, "echo fine").trim(),
+        "fine",
+        "neighbour untouched"
+    );
     assert_eq!(stats(&env, T2, 50)["faults"]["oom_kills"].as_u64(), Some(0));
 }

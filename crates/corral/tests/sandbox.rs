@@ -14,16 +14,25 @@ fn run_is_isolated_and_runs_as_the_tenant() {
     assert_eq!(lines[0], uid.to_string(), "{out}");
     assert_eq!(lines[2], T1, "hostname is the tenant: {out}");
     assert_eq!(lines[3], home_of(T1).display().to_string());
-    assert!(lines[4].starts_with("corral-init"), "pid 1 is the tenant init: {out}");
+    assert!(
+        lines[4].starts_with("corral-init"),
+        "pid 1 is the tenant init: {out}"
+    );
     let nprocs: u32 = lines[5].trim().parse().unwrap();
-    assert!(nprocs <= 5, "only the sandbox's own processes are visible, saw {nprocs}: {out}");
+    assert!(
+        nprocs <= 5,
+        "only the sandbox's own processes are visible, saw {nprocs}: {out}"
+    );
 
     // The filesystem: only the tenant's home, a generated passwd, read-only root.
     let out = env.sh(T1, "ls /home; cat /etc/passwd | cut -d: -f1 | tr '\\n' ' '; echo; test -e /root && echo root-visible; touch /x 2>/dev/null && echo root-writable; echo done");
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], T1, "only the tenant's home under /home: {out}");
     assert_eq!(lines[1].trim(), format!("root {T1} nobody"));
-    assert!(!out.contains("root-visible") && !out.contains("root-writable"), "{out}");
+    assert!(
+        !out.contains("root-visible") && !out.contains("root-writable"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -40,7 +49,10 @@ fn environment_is_cleared_then_allow_listed() {
     assert!(out.status.success());
     let s = String::from_utf8(out.stdout).unwrap();
     assert!(!s.contains("CORRAL_SECRET"), "host environment leaked: {s}");
-    assert!(s.contains("LANG=C.UTF-8"), "allow-listed variable kept: {s}");
+    assert!(
+        s.contains("LANG=C.UTF-8"),
+        "allow-listed variable kept: {s}"
+    );
     assert!(s.contains("EXTRA=1"));
     assert!(s.contains(&format!("USER={T1}")));
 }
@@ -60,7 +72,10 @@ fn namespaces_persist_between_runs_and_up_is_idempotent() {
     let marker = format!("m{}", std::process::id());
     env.sh(T1, &format!("echo hi > /dev/shm/{marker}"));
     assert_eq!(env.sh(T1, &format!("cat /dev/shm/{marker}")).trim(), "hi");
-    assert!(!std::path::Path::new("/dev/shm").join(&marker).exists(), "the sandbox's /dev/shm is not the host's");
+    assert!(
+        !std::path::Path::new("/dev/shm").join(&marker).exists(),
+        "the sandbox's /dev/shm is not the host's"
+    );
 
     // Same pid namespace: a detached process is visible to later runs.
     env.ok(&["run", "--detach", T1, "--", "/bin/sleep", "300"]);
@@ -70,9 +85,21 @@ fn namespaces_persist_between_runs_and_up_is_idempotent() {
     // The namespace files are persisted in the state dir.
     let st = env.state(T1);
     for ns in st["namespaces"].as_array().unwrap() {
-        let p = env.state_dir().join("tenants").join(T1).join("ns").join(ns.as_str().unwrap());
-        let want = std::fs::metadata(format!("/proc/{pid}/ns/{}", ns.as_str().unwrap())).unwrap().ino();
-        assert_eq!(std::fs::metadata(&p).unwrap().ino(), want, "{} is the init's namespace", p.display());
+        let p = env
+            .state_dir()
+            .join("tenants")
+            .join(T1)
+            .join("ns")
+            .join(ns.as_str().unwrap());
+        let want = std::fs::metadata(format!("/proc/{pid}/ns/{}", ns.as_str().unwrap()))
+            .unwrap()
+            .ino();
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().ino(),
+            want,
+            "{} is the init's namespace",
+            p.display()
+        );
     }
 }
 
@@ -81,7 +108,10 @@ fn fifty_concurrent_first_uses_create_exactly_one_sandbox() {
     let env = Env::new();
     env.default_profile_with("");
     // 50 simultaneous entries: above the default plan's 20 entry processes.
-    env.write_config(&format!("tenants/{T2}.toml"), "[limits]\nentry_processes = 64\n");
+    env.write_config(
+        &format!("tenants/{T2}.toml"),
+        "[limits]\nentry_processes = 64\n",
+    );
     let env = std::sync::Arc::new(env);
     let handles: Vec<_> = (0..50)
         .map(|_| {
@@ -102,7 +132,11 @@ fn fifty_concurrent_first_uses_create_exactly_one_sandbox() {
     let inits = std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
-        .filter(|e| std::fs::read(e.path().join("cmdline")).map(|c| c.starts_with(format!("corral-init: {T2}").as_bytes())).unwrap_or(false))
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .map(|c| c.starts_with(format!("corral-init: {T2}").as_bytes()))
+                .unwrap_or(false)
+        })
         .filter(|e| std::fs::read_link(e.path().join("ns/pid")).is_ok())
         .count();
     assert!(inits >= 1);
@@ -118,14 +152,28 @@ fn down_removes_processes_mounts_cgroups_and_state() {
     env.ok(&["run", "--detach", T1, "--", "/bin/sleep", "300"]);
     let pid = env.init_pid(T1);
     assert!(!env.mounts_mentioning_state().is_empty());
-    assert!(!env.cgroup_dirs().is_empty(), "tenant cgroups exist while up");
+    assert!(
+        !env.cgroup_dirs().is_empty(),
+        "tenant cgroups exist while up"
+    );
     let out = env.ok(&["down", T1]);
     assert!(out.contains("down"), "{out}");
-    assert!(corral_sandbox::state::process_start(pid).is_none(), "init gone");
-    assert!(env.mounts_mentioning_state().is_empty(), "{:?}", env.mounts_mentioning_state());
+    assert!(
+        corral_sandbox::state::process_start(pid).is_none(),
+        "init gone"
+    );
+    assert!(
+        env.mounts_mentioning_state().is_empty(),
+        "{:?}",
+        env.mounts_mentioning_state()
+    );
     assert!(!env.state_dir().join("tenants").join(T1).exists());
     for d in env.cgroup_dirs() {
-        assert!(!d.join(T1).exists(), "cgroup {} left behind", d.join(T1).display());
+        assert!(
+            !d.join(T1).exists(),
+            "cgroup {} left behind",
+            d.join(T1).display()
+        );
     }
     assert!(env.ok(&["down", T1]).contains("was not up"));
     // First use after down builds it again.
@@ -138,14 +186,32 @@ fn ls_lists_tenants_as_json() {
     env.default_profile_with("");
     env.ok(&["up", T1, T2]);
     let v: serde_json::Value = serde_json::from_str(&env.ok(&["ls", "--json"])).unwrap();
-    let names: Vec<&str> = v.as_array().unwrap().iter().map(|r| r["tenant"].as_str().unwrap()).collect();
+    let names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["tenant"].as_str().unwrap())
+        .collect();
     assert_eq!(names, vec![T1, T2]);
-    assert!(v.as_array().unwrap().iter().all(|r| r["state"] == "up" && r["stale"] == false));
+    assert!(v
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["state"] == "up" && r["stale"] == false));
     // Changing the profile marks running sandboxes stale until restarted.
     env.write_config(&format!("tenants/{T1}.toml"), "hostname = \"changed\"\n");
     let v: serde_json::Value = serde_json::from_str(&env.ok(&["ls", "--json"])).unwrap();
-    let stale: Vec<bool> = v.as_array().unwrap().iter().map(|r| r["stale"].as_bool().unwrap()).collect();
-    assert_eq!(stale, vec![true, false], "only the tenant whose profile changed is stale: {v}");
+    let stale: Vec<bool> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["stale"].as_bool().unwrap())
+        .collect();
+    assert_eq!(
+        stale,
+        vec![true, false],
+        "only the tenant whose profile changed is stale: {v}"
+    );
     env.ok(&["restart", T1]);
     assert_eq!(env.sh(T1, "hostname").trim(), "changed");
 }
@@ -154,21 +220,42 @@ fn ls_lists_tenants_as_json() {
 fn exit_codes_are_passed_through() {
     let env = Env::new();
     env.default_profile_with("");
-    assert_eq!(env.run(&["run", T1, "--", "/bin/sh", "-c", "exit 7"]).status.code(), Some(7));
-    assert_eq!(env.run(&["run", T1, "--", "/bin/sh", "-c", "kill -TERM $$"]).status.code(), Some(128 + 15));
+    assert_eq!(
+        env.run(&["run", T1, "--", "/bin/sh", "-c", "exit 7"])
+            .status
+            .code(),
+        Some(7)
+    );
+    assert_eq!(
+        env.run(&["run", T1, "--", "/bin/sh", "-c", "kill -TERM $$"])
+            .status
+            .code(),
+        Some(128 + 15)
+    );
     let o = env.run(&["run", T1, "--", "no-such-command-xyz"]);
-    assert_eq!(o.status.code(), Some(127), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(127),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(String::from_utf8_lossy(&o.stderr).contains("not found"));
 }
 
 #[test]
 fn bad_profile_is_refused_with_its_location_and_nothing_is_created() {
     let env = Env::new();
-    env.write_config("profile.toml", "hostname = \"x\"\n[[mount]]\ntype = \"rbind\"\nsrc = \"/usr\"\n");
+    env.write_config(
+        "profile.toml",
+        "hostname = \"x\"\n[[mount]]\ntype = \"rbind\"\nsrc = \"/usr\"\n",
+    );
     let o = env.run(&["up", T1]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("profile.toml:3:"), "error names file and line: {err}");
+    assert!(
+        err.contains("profile.toml:3:"),
+        "error names file and line: {err}"
+    );
     assert!(err.contains("rbind"), "{err}");
     assert!(!env.state_dir().join("tenants").join(T1).exists());
     assert!(env.cgroup_dirs().iter().all(|d| !d.join(T1).exists()));
@@ -177,18 +264,33 @@ fn bad_profile_is_refused_with_its_location_and_nothing_is_created() {
 #[test]
 fn failing_mount_in_the_init_leaves_nothing_behind() {
     let env = Env::new();
-    env.default_profile_with("[[mount]]\ntype = \"ro-bind\"\nsrc = \"/nonexistent-corral-src\"\ndst = \"/opt/x\"\n");
+    env.default_profile_with(
+        "[[mount]]\ntype = \"ro-bind\"\nsrc = \"/nonexistent-corral-src\"\ndst = \"/opt/x\"\n",
+    );
     let o = env.run(&["up", T1]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("/nonexistent-corral-src"), "{err}");
-    assert!(!env.state_dir().join("tenants").join(T1).exists(), "no half-built state");
+    assert!(
+        !env.state_dir().join("tenants").join(T1).exists(),
+        "no half-built state"
+    );
     assert!(env.mounts_mentioning_state().is_empty());
-    assert!(env.cgroup_dirs().iter().all(|d| !d.join(T1).exists()), "no cgroup left");
+    assert!(
+        env.cgroup_dirs().iter().all(|d| !d.join(T1).exists()),
+        "no cgroup left"
+    );
     let inits = std::fs::read_dir("/proc").unwrap().flatten().filter(|e| {
-        std::fs::read(e.path().join("cmdline")).map(|c| c.starts_with(format!("corral-init: {T1}").as_bytes())).unwrap_or(false)
-            && std::fs::read_to_string(e.path().join("environ")).map(|_| true).unwrap_or(false)
-            && corral_sandbox::state::process_start(e.file_name().to_string_lossy().parse().unwrap_or(0)).is_some()
+        std::fs::read(e.path().join("cmdline"))
+            .map(|c| c.starts_with(format!("corral-init: {T1}").as_bytes()))
+            .unwrap_or(false)
+            && std::fs::read_to_string(e.path().join("environ"))
+                .map(|_| true)
+                .unwrap_or(false)
+            && corral_sandbox::state::process_start(
+                e.file_name().to_string_lossy().parse().unwrap_or(0),
+            )
+            .is_some()
     });
     // Other tests may run a T1 init of their own: only ours must be gone,
     // which the missing state dir and cgroup already prove; count for the log.
@@ -206,9 +308,19 @@ fn a_symlink_planted_where_the_profile_binds_is_not_followed() {
     env.default_profile_with("[[mount]]\ntype = \"tmpfs\"\ndst = \"$HOME/corral-race-target\"\n");
     let o = env.run(&["up", T3]);
     let _ = std::fs::remove_file(&link);
-    assert!(!o.status.success(), "mounting over a tenant-planted symlink must fail");
-    assert!(String::from_utf8_lossy(&o.stderr).contains("symlink"), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(std::path::Path::new("/etc/passwd").exists(), "host /etc untouched");
+    assert!(
+        !o.status.success(),
+        "mounting over a tenant-planted symlink must fail"
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("symlink"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        std::path::Path::new("/etc/passwd").exists(),
+        "host /etc untouched"
+    );
 }
 
 #[test]
@@ -216,14 +328,20 @@ fn tmp_is_per_tenant_and_disk_backed() {
     let env = Env::new();
     env.default_profile_with("");
     let name = format!("f{}", std::process::id());
-    env.sh(T1, &format!("echo secret > /tmp/{name}; chmod 600 /tmp/{name}"));
+    env.sh(
+        T1,
+        &format!("echo secret > /tmp/{name}; chmod 600 /tmp/{name}"),
+    );
     let host = env.state_dir().join("tmp").join(T1).join(&name);
     assert!(host.exists(), "/tmp is the disk dir {}", host.display());
     let meta = std::fs::metadata(host.parent().unwrap()).unwrap();
     assert_eq!(meta.uid(), uid_of(T1));
     assert_eq!(meta.mode() & 0o777, 0o700);
     let other = env.sh(T2, &format!("ls /tmp/{name} 2>&1 || echo absent"));
-    assert!(other.contains("absent") || other.contains("No such file"), "{other}");
+    assert!(
+        other.contains("absent") || other.contains("No such file"),
+        "{other}"
+    );
 }
 
 #[test]
@@ -233,14 +351,21 @@ fn check_validates_files() {
     std::fs::write(&bad, "hostname = 5\n").unwrap();
     let o = env.run(&["check", bad.to_str().unwrap()]);
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("bad.toml:1:"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("bad.toml:1:"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let good = env.config_dir().join("good.toml");
     std::fs::write(&good, corral_profile::DEFAULT_PROFILE).unwrap();
     assert!(env.ok(&["check", good.to_str().unwrap()]).contains("ok"));
     assert!(env.ok(&["profile", "default"]).contains("[[mount]]"));
     env.default_profile_with("");
     let shown = env.ok(&["profile", "show", T1]);
-    assert!(shown.contains(&home_of(T1).display().to_string()), "{shown}");
+    assert!(
+        shown.contains(&home_of(T1).display().to_string()),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -248,7 +373,17 @@ fn detached_service_logs_and_outlives_the_caller() {
     let env = Env::new();
     env.default_profile_with("");
     let log = env.state_dir().join("svc.log");
-    env.ok(&["run", "--detach", "--log", log.to_str().unwrap(), T1, "--", "/bin/sh", "-c", "echo out; echo err >&2; ls -l /proc/self/fd/0 | grep -c null; sleep 300"]);
+    env.ok(&[
+        "run",
+        "--detach",
+        "--log",
+        log.to_str().unwrap(),
+        T1,
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo out; echo err >&2; ls -l /proc/self/fd/0 | grep -c null; sleep 300",
+    ]);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let mut text = String::new();
     while std::time::Instant::now() < deadline {
@@ -318,25 +453,47 @@ dst = "/usr/share/doc"
     assert_eq!(l[4], "/srv/data");
     assert_eq!(l[5], "1024", "tmpfs size 1M: {out}");
     assert_eq!(l[6], "0", "hidden directory is empty: {out}");
-    assert!(!out.contains("skipped-exists") && !out.contains("note-writable"), "{out}");
+    assert!(
+        !out.contains("skipped-exists") && !out.contains("note-writable"),
+        "{out}"
+    );
     assert!(out.contains("scratch-full"), "{out}");
-    assert!(std::fs::read_dir("/usr/share/doc").unwrap().count() > 0, "the host's directory is untouched");
+    assert!(
+        std::fs::read_dir("/usr/share/doc").unwrap().count() > 0,
+        "the host's directory is untouched"
+    );
 }
 
 #[test]
 fn net_none_and_user_namespace_modes() {
     let env = Env::new();
     env.default_profile_with("");
-    env.write_config(&format!("tenants/{T1}.toml"), "[namespaces]\nnet = \"none\"\nuser = true\n");
+    env.write_config(
+        &format!("tenants/{T1}.toml"),
+        "[namespaces]\nnet = \"none\"\nuser = true\n",
+    );
     let out = env.sh(T1, "cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '; cat /proc/self/uid_map | tr -s ' '; id -u");
     let l: Vec<&str> = out.lines().collect();
     assert_eq!(l[0], "lo", "only loopback: {out}");
     assert_eq!(l.len(), 3, "{out}");
-    assert_eq!(l[1].trim(), "0 0 4294967295", "identity-mapped user namespace: {out}");
+    assert_eq!(
+        l[1].trim(),
+        "0 0 4294967295",
+        "identity-mapped user namespace: {out}"
+    );
     assert_eq!(l[2], uid_of(T1).to_string());
     let st = env.state(T1);
-    let ns: Vec<&str> = st["namespaces"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-    assert_eq!(ns.first(), Some(&"user"), "the user namespace is joined first: {ns:?}");
+    let ns: Vec<&str> = st["namespaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ns.first(),
+        Some(&"user"),
+        "the user namespace is joined first: {ns:?}"
+    );
     assert!(ns.contains(&"net"));
     let host_user = std::fs::read_link("/proc/self/ns/user").unwrap();
     let init_user = std::fs::read_link(format!("/proc/{}/ns/user", env.init_pid(T1))).unwrap();
@@ -350,9 +507,15 @@ fn a_killed_init_is_noticed_and_the_next_run_rebuilds() {
     env.ok(&["up", T1, T2]);
     let pid = env.init_pid(T1);
     let start = env.state(T1)["init_start"].clone();
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while corral_sandbox::state::process_start(pid).is_some() && std::time::Instant::now() < deadline {
+    while corral_sandbox::state::process_start(pid).is_some()
+        && std::time::Instant::now() < deadline
+    {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let v: serde_json::Value = serde_json::from_str(&env.ok(&["ls", "--json"])).unwrap();
@@ -364,7 +527,11 @@ fn a_killed_init_is_noticed_and_the_next_run_rebuilds() {
     // down --all takes everything away, leaving no mount under the state dir.
     let out = env.ok(&["down", "--all"]);
     assert!(out.contains(T1) && out.contains(T2), "{out}");
-    assert!(env.mounts_mentioning_state().is_empty(), "{:?}", env.mounts_mentioning_state());
+    assert!(
+        env.mounts_mentioning_state().is_empty(),
+        "{:?}",
+        env.mounts_mentioning_state()
+    );
 }
 
 #[test]
@@ -376,9 +543,15 @@ fn a_state_file_cut_short_by_a_crash_counts_as_dead() {
     env.ok(&["up", T1, T2]);
     for (t, cut) in [(T1, 0usize), (T2, 20)] {
         let pid = env.init_pid(t);
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while corral_sandbox::state::process_start(pid).is_some() && std::time::Instant::now() < deadline {
+        while corral_sandbox::state::process_start(pid).is_some()
+            && std::time::Instant::now() < deadline
+        {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         let p = env.state_dir().join("tenants").join(t).join("state.json");
@@ -390,7 +563,10 @@ fn a_state_file_cut_short_by_a_crash_counts_as_dead() {
     let out = env.ok(&["up", T2]);
     assert!(out.contains(&format!("{T2}: up (init pid")), "{out}");
     for t in [T1, T2] {
-        assert!(corral_sandbox::state::process_start(env.init_pid(t)).is_some(), "{t} has a live init");
+        assert!(
+            corral_sandbox::state::process_start(env.init_pid(t)).is_some(),
+            "{t} has a live init"
+        );
     }
     // A state file damaged while its init runs: `up` takes down whatever
     // runs in the tenant's cgroup (no orphaned init) and builds anew.
@@ -402,12 +578,21 @@ fn a_state_file_cut_short_by_a_crash_counts_as_dead() {
     assert!(out.contains(&format!("{T3}: up (init pid")), "{out}");
     assert_ne!(env.init_pid(T3), old);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while corral_sandbox::state::process_start(old).is_some() && std::time::Instant::now() < deadline {
+    while corral_sandbox::state::process_start(old).is_some()
+        && std::time::Instant::now() < deadline
+    {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    assert!(corral_sandbox::state::process_start(old).is_none(), "the old init {old} was killed");
+    assert!(
+        corral_sandbox::state::process_start(old).is_none(),
+        "the old init {old} was killed"
+    );
     env.ok(&["down", "--all"]);
-    assert!(env.mounts_mentioning_state().is_empty(), "{:?}", env.mounts_mentioning_state());
+    assert!(
+        env.mounts_mentioning_state().is_empty(),
+        "{:?}",
+        env.mounts_mentioning_state()
+    );
 }
 
 #[test]
@@ -430,8 +615,16 @@ fn preserve_fds_passes_exactly_the_named_descriptors() {
         .env("CORRAL_CGROUP_PARENT", &env.parent)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let fds: Vec<String> = String::from_utf8(out.stdout).unwrap().lines().map(String::from).collect();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fds: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
     // 0 1 2, the preserved 3, and the fd `ls` opens for the directory itself.
     assert!(fds.contains(&"3".to_string()), "{fds:?}");
     assert!(!fds.contains(&"4".to_string()) || fds.len() <= 5, "{fds:?}");
@@ -446,8 +639,15 @@ fn isolation_attempts_fail() {
     let env = Env::new();
     env.default_profile_with("");
     // A SysV message queue on the host must not be visible inside.
-    let q = std::process::Command::new("ipcmk").arg("-Q").output().unwrap();
-    let qid = String::from_utf8_lossy(&q.stdout).split(':').nth(1).map(|s| s.trim().to_string()).unwrap_or_default();
+    let q = std::process::Command::new("ipcmk")
+        .arg("-Q")
+        .output()
+        .unwrap();
+    let qid = String::from_utf8_lossy(&q.stdout)
+        .split(':')
+        .nth(1)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
     let out = env.sh(
         T1,
         "cat /etc/shadow 2>/dev/null && echo READ-SHADOW; ls /root 2>/dev/null && echo SAW-ROOT; \
@@ -457,17 +657,28 @@ fn isolation_attempts_fail() {
          grep ' /usr ' /proc/self/mountinfo | grep -o nosuid | head -1",
     );
     if !qid.is_empty() {
-        let _ = std::process::Command::new("ipcrm").args(["-q", &qid]).status();
+        let _ = std::process::Command::new("ipcrm")
+            .args(["-q", &qid])
+            .status();
     }
-    assert!(!out.contains("READ-SHADOW") && !out.contains("SAW-ROOT"), "{out}");
+    assert!(
+        !out.contains("READ-SHADOW") && !out.contains("SAW-ROOT"),
+        "{out}"
+    );
     let host = nix::unistd::gethostname().unwrap().into_string().unwrap();
     let l: Vec<&str> = out.lines().collect();
     assert_ne!(l[0], host, "host name hidden");
-    assert_eq!(l[1], "1", "no host message queues (header line only): {out}");
+    assert_eq!(
+        l[1], "1",
+        "no host message queues (header line only): {out}"
+    );
     assert_eq!(l[2], "Read-only file system", "{out}");
     assert_eq!(l[3], "CapEff: 0000000000000000");
     assert_eq!(l[4], "NoNewPrivs: 1");
-    assert_eq!(l[5], "nosuid", "setuid binaries can't raise privileges: {out}");
+    assert_eq!(
+        l[5], "nosuid",
+        "setuid binaries can't raise privileges: {out}"
+    );
 }
 
 #[test]
@@ -478,15 +689,25 @@ fn tenant_programs_start_with_a_clean_signal_state() {
     // Through the init (the default path) and through the setns join.
     for setns in [false, true] {
         let mut c = env.cmd();
-        c.args(["run", T1, "--", "/bin/sh", "-c", script]).stdin(std::process::Stdio::null());
+        c.args(["run", T1, "--", "/bin/sh", "-c", script])
+            .stdin(std::process::Stdio::null());
         if setns {
             c.env("CORRAL_RUN_SETNS", "1");
         }
         let o = c.output().unwrap();
         let out = String::from_utf8_lossy(&o.stdout);
-        assert_eq!(out.trim(), "SigBlk: 0000000000000000\nSigIgn: 0000000000000000", "setns={setns}: no blocked or ignored signals (SIGPIPE included): {out}");
+        assert_eq!(
+            out.trim(),
+            "SigBlk: 0000000000000000\nSigIgn: 0000000000000000",
+            "setns={setns}: no blocked or ignored signals (SIGPIPE included): {out}"
+        );
     }
-    assert_eq!(env.run(&["run", T1, "--", "/bin/sh", "-c", "kill -TERM $$"]).status.code(), Some(128 + 15));
+    assert_eq!(
+        env.run(&["run", T1, "--", "/bin/sh", "-c", "kill -TERM $$"])
+            .status
+            .code(),
+        Some(128 + 15)
+    );
 }
 
 #[test]
@@ -494,24 +715,49 @@ fn tenant_programs_run_under_the_normal_policy_though_the_init_is_batch() {
     let env = Env::new();
     env.default_profile_with("");
     let policy = |sched: &str| -> Option<i32> {
-        sched.lines().find(|l| l.starts_with("policy")).and_then(|l| l.split(':').nth(1)).and_then(|v| v.trim().parse().ok())
+        sched
+            .lines()
+            .find(|l| l.starts_with("policy"))
+            .and_then(|l| l.split(':').nth(1))
+            .and_then(|v| v.trim().parse().ok())
     };
     assert!(env.run(&["up", T1]).status.success());
     let init = std::fs::read_to_string(format!("/proc/{}/sched", env.init_pid(T1))).unwrap();
-    assert_eq!(policy(&init), Some(libc::SCHED_BATCH), "the init serves spawns as a batch task: {init}");
+    assert_eq!(
+        policy(&init),
+        Some(libc::SCHED_BATCH),
+        "the init serves spawns as a batch task: {init}"
+    );
     // Also when the caller itself runs under a batch policy: nothing is
     // inherited, through the init or through the setns join.
     for setns in [false, true] {
         let mut c = std::process::Command::new("chrt");
-        c.args(["-b", "0"]).arg(corral_bin()).args(["run", T1, "--", "/bin/cat", "/proc/self/sched"]);
-        c.env("CORRAL_STATE_DIR", env.state_dir()).env("CORRAL_CONFIG_DIR", env.config_dir()).env("CORRAL_CGROUP_PARENT", &env.parent).env_remove("CORRAL_INIT");
+        c.args(["-b", "0"]).arg(corral_bin()).args([
+            "run",
+            T1,
+            "--",
+            "/bin/cat",
+            "/proc/self/sched",
+        ]);
+        c.env("CORRAL_STATE_DIR", env.state_dir())
+            .env("CORRAL_CONFIG_DIR", env.config_dir())
+            .env("CORRAL_CGROUP_PARENT", &env.parent)
+            .env_remove("CORRAL_INIT");
         if setns {
             c.env("CORRAL_RUN_SETNS", "1");
         }
         let o = c.stdin(std::process::Stdio::null()).output().unwrap();
         let out = String::from_utf8_lossy(&o.stdout);
-        assert!(o.status.success(), "setns={setns}: {}", String::from_utf8_lossy(&o.stderr));
-        assert_eq!(policy(&out), Some(libc::SCHED_OTHER), "setns={setns}: {out}");
+        assert!(
+            o.status.success(),
+            "setns={setns}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(
+            policy(&out),
+            Some(libc::SCHED_OTHER),
+            "setns={setns}: {out}"
+        );
     }
 }
 
@@ -524,16 +770,24 @@ fn the_cgroup_namespace_hides_where_the_tenant_sits() {
     // command enters.
     for setns in [false, true] {
         let mut c = env.cmd();
-        c.args(["run", T1, "--", "/bin/cat", "/proc/self/cgroup"]).stdin(std::process::Stdio::null());
+        c.args(["run", T1, "--", "/bin/cat", "/proc/self/cgroup"])
+            .stdin(std::process::Stdio::null());
         if setns {
             c.env("CORRAL_RUN_SETNS", "1");
         }
         let o = c.output().unwrap();
         let out = String::from_utf8_lossy(&o.stdout);
-        assert!(o.status.success() && !out.trim().is_empty(), "setns={setns}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success() && !out.trim().is_empty(),
+            "setns={setns}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         for line in out.lines() {
             let path = line.splitn(3, ':').nth(2).unwrap_or("");
-            assert!(!path.contains("corral") && !path.contains(T1), "setns={setns}: host cgroup path visible: {line}\n{out}");
+            assert!(
+                !path.contains("corral") && !path.contains(T1),
+                "setns={setns}: host cgroup path visible: {line}\n{out}"
+            );
         }
     }
 }

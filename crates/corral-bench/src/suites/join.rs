@@ -239,8 +239,16 @@ fn contenders(ctx: &mut Ctx, t: &crate::suites::env::Tenant) -> Result<Vec<Conte
     cs.push(Contender::new(mode::CORRAL_RUN, run, false, false));
     // The floor for any wrapper: a static C program that only setns()es into
     // the same persisted files, drops to the tenant, forks and execs.
-    let wrap = crate::suites::cbuild::compile(&ctx.cc, &crate::suites::cbuild::JOINWRAP, &ctx.work_dir("join-bin")?)?;
-    let mut cw = vec![wrap.display().to_string(), t.uid.to_string(), t.gid.to_string()];
+    let wrap = crate::suites::cbuild::compile(
+        &ctx.cc,
+        &crate::suites::cbuild::JOINWRAP,
+        &ctx.work_dir("join-bin")?,
+    )?;
+    let mut cw = vec![
+        wrap.display().to_string(),
+        t.uid.to_string(),
+        t.gid.to_string(),
+    ];
     let ns_dir = ctx.env.ns_dir(&t.name);
     for name in ctx.env.namespaces(&t.name)? {
         cw.push(ns_dir.join(name).display().to_string());

@@ -24,7 +24,10 @@ pub fn host_backend(test: &str) -> Option<Backend> {
         println!("SKIP {test}: needs root to create cgroups");
         return None;
     }
-    Some(Backend::detect("corral").unwrap_or_else(|e| panic!("cgroup detection failed on this host: {e}")))
+    Some(
+        Backend::detect("corral")
+            .unwrap_or_else(|e| panic!("cgroup detection failed on this host: {e}")),
+    )
 }
 
 /// `corral/test-<pid>-<n>`: the parent of this test's tenants.
@@ -36,20 +39,36 @@ pub struct TestParent {
 impl TestParent {
     pub fn new(host: &Backend) -> TestParent {
         static N: AtomicU32 = AtomicU32::new(0);
-        let name = format!("corral/test-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
-        TestParent { backend: host.clone().with_parent(&name).unwrap(), tenants: Mutex::new(Vec::new()) }
+        let name = format!(
+            "corral/test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        TestParent {
+            backend: host.clone().with_parent(&name).unwrap(),
+            tenants: Mutex::new(Vec::new()),
+        }
     }
 
     pub fn tenant(&self, name: &str) -> TenantCgroup {
-        let cg = TenantCgroup::create(&self.backend, name).unwrap_or_else(|e| panic!("create {name}: {e}"));
-        self.tenants.lock().unwrap_or_else(|p| p.into_inner()).push(cg.clone());
+        let cg = TenantCgroup::create(&self.backend, name)
+            .unwrap_or_else(|e| panic!("create {name}: {e}"));
+        self.tenants
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(cg.clone());
         cg
     }
 }
 
 impl Drop for TestParent {
     fn drop(&mut self) {
-        for cg in self.tenants.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+        for cg in self
+            .tenants
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
             if let Err(e) = cg.remove() {
                 eprintln!("cleanup: removing {}: {e}", cg.name());
             }
@@ -114,7 +133,8 @@ pub fn spawn_in(cg: &TenantCgroup, script: &str) -> ChildGuard {
         .spawn()
         .expect("spawning sh");
     let mut g = ChildGuard(child);
-    cg.add_pid(g.pid()).unwrap_or_else(|e| panic!("add_pid: {e}"));
+    cg.add_pid(g.pid())
+        .unwrap_or_else(|e| panic!("add_pid: {e}"));
     let mut stdin = g.0.stdin.take().unwrap();
     stdin.write_all(b"go\n").unwrap();
     g
@@ -133,7 +153,10 @@ pub fn cpu_fraction(cg: &TenantCgroup, secs: f64) -> f64 {
 
 /// Two busy loops (demand: two cores), bounded to `secs`.
 pub fn busy_loops(cg: &TenantCgroup, secs: u32) -> ChildGuard {
-    spawn_in(cg, &format!("exec timeout -s KILL {secs} sh -c 'while :; do :; done & while :; do :; done'"))
+    spawn_in(
+        cg,
+        &format!("exec timeout -s KILL {secs} sh -c 'while :; do :; done & while :; do :; done'"),
+    )
 }
 
 /// A loop device on a sparse temp file, detached on drop.
@@ -145,7 +168,10 @@ pub struct LoopDevice {
 impl LoopDevice {
     /// Err(reason) when loop devices cannot be used here.
     pub fn new(size: u64) -> Result<LoopDevice, String> {
-        let file = tempfile::Builder::new().prefix("corral-limits-loop").tempfile_in("/var/tmp").map_err(|e| e.to_string())?;
+        let file = tempfile::Builder::new()
+            .prefix("corral-limits-loop")
+            .tempfile_in("/var/tmp")
+            .map_err(|e| e.to_string())?;
         file.as_file().set_len(size).map_err(|e| e.to_string())?;
         let out = Command::new("losetup")
             .args(["--find", "--show"])
@@ -153,7 +179,10 @@ impl LoopDevice {
             .output()
             .map_err(|e| format!("running losetup: {e}"))?;
         if !out.status.success() {
-            return Err(format!("losetup --find --show failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+            return Err(format!(
+                "losetup --find --show failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
         }
         let dev = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
         Ok(LoopDevice { dev, _file: file })

@@ -252,7 +252,10 @@ fn columns_count_characters() {
         check_err("# café\n[env.set]\nX = 1 # é\n"),
         "/etc/corral/profile.toml:3:5: env.set.X: expected a string; found integer 1"
     );
-    assert_eq!(crate::error::line_col("aé\nbé c", &crate::error::line_starts("aé\nbé c"), 8), (2, 4));
+    assert_eq!(
+        crate::error::line_col("aé\nbé c", &crate::error::line_starts("aé\nbé c"), 8),
+        (2, 4)
+    );
     assert_eq!(
         crate::error::line_col("aé", &crate::error::line_starts("aé"), 2),
         (1, 2),

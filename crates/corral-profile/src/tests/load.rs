@@ -17,17 +17,17 @@ fn default_profile_loads_for_nobody() {
     let dir = config();
     let plan = load(dir.path(), "nobody").unwrap();
     // As the system's getent (all NSS sources, dynamically linked) sees it.
-    let out = std::process::Command::new("getent").args(["passwd", "nobody"]).output().unwrap();
-    let nobody = corral_users::parse_passwd_line(std::str::from_utf8(&out.stdout).unwrap().trim()).unwrap();
+    let out = std::process::Command::new("getent")
+        .args(["passwd", "nobody"])
+        .output()
+        .unwrap();
+    let nobody =
+        corral_users::parse_passwd_line(std::str::from_utf8(&out.stdout).unwrap().trim()).unwrap();
     assert_eq!(plan.tenant.name, "nobody");
     assert_eq!(plan.tenant.uid, nobody.uid);
     assert_eq!(plan.tenant.gid, nobody.gid);
     assert_eq!(plan.tenant.home, nobody.home);
-    assert_eq!(
-        plan.tenant.groups[0].1,
-        nobody.gid,
-        "primary group first"
-    );
+    assert_eq!(plan.tenant.groups[0].1, nobody.gid, "primary group first");
     assert_eq!(plan.hostname, "nobody");
     assert_eq!(
         plan.sources,

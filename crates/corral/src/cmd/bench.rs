@@ -97,13 +97,19 @@ pub fn bench(ctx: &Ctx, cmd: BenchCmd) -> anyhow::Result<i32> {
     let outcome = suites::run(&opts, suites);
     if outcome.results.rows.is_empty() {
         // Nothing ran (missing tools, no tenant, not root): no report.
-        let e = outcome.error.map(|e| e.to_string()).unwrap_or_else(|| "nothing was measured".into());
+        let e = outcome
+            .error
+            .map(|e| e.to_string())
+            .unwrap_or_else(|| "nothing was measured".into());
         anyhow::bail!("{e}");
     }
     let paths = corral_bench::write_outputs(&a.out, &outcome.results)?;
     let error = outcome.error.as_ref().map(|e| e.to_string());
     if ctx.json {
-        let lines: Vec<Vec<String>> = headline::lines(&outcome.results).into_iter().map(|l| l.to_vec()).collect();
+        let lines: Vec<Vec<String>> = headline::lines(&outcome.results)
+            .into_iter()
+            .map(|l| l.to_vec())
+            .collect();
         println!(
             "{}",
             serde_json::json!({
@@ -113,7 +119,12 @@ pub fn bench(ctx: &Ctx, cmd: BenchCmd) -> anyhow::Result<i32> {
         );
     } else {
         print!("{}", headline::render(&outcome.results));
-        println!("\nwrote {}, {}, {}", paths.json.display(), paths.markdown.display(), paths.html.display());
+        println!(
+            "\nwrote {}, {}, {}",
+            paths.json.display(),
+            paths.markdown.display(),
+            paths.html.display()
+        );
     }
     match outcome.error {
         None => Ok(0),
@@ -141,7 +152,11 @@ fn ensure_default_tenants(tenants: &[String]) -> anyhow::Result<()> {
     anyhow::ensure!(
         wanted.iter().all(|t| defaults.contains(&t.as_str())),
         "no such user: {} (tenants are Unix users)",
-        wanted.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+        wanted
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-users.sh");
     anyhow::ensure!(
@@ -149,14 +164,21 @@ fn ensure_default_tenants(tenants: &[String]) -> anyhow::Result<()> {
         "the demo tenants {} do not exist: create them with scripts/test-users.sh, or pass --tenants",
         DEFAULT_TENANTS
     );
-    eprintln!("corral bench: creating the demo tenants with {}", script.display());
+    eprintln!(
+        "corral bench: creating the demo tenants with {}",
+        script.display()
+    );
     let st = std::process::Command::new(&script).status()?;
     anyhow::ensure!(st.success(), "{} failed ({st})", script.display());
     Ok(())
 }
 
 fn load(p: &Path) -> anyhow::Result<ResultSet> {
-    let file = if p.is_dir() { p.join(corral_bench::RESULTS_JSON) } else { p.to_path_buf() };
+    let file = if p.is_dir() {
+        p.join(corral_bench::RESULTS_JSON)
+    } else {
+        p.to_path_buf()
+    };
     Ok(ResultSet::load(&file)?)
 }
 

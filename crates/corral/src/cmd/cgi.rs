@@ -48,7 +48,11 @@ struct Fail {
 }
 
 fn fail(status: u16, log: impl Into<String>) -> Fail {
-    Fail { status, log: log.into(), exit: EXIT_FAILURE }
+    Fail {
+        status,
+        log: log.into(),
+        exit: EXIT_FAILURE,
+    }
 }
 
 pub fn cgi(ctx: &Ctx, a: CgiArgs) -> anyhow::Result<i32> {
@@ -75,7 +79,11 @@ fn script_name(a: &CgiArgs) -> Option<String> {
     if let Some(p) = &a.script {
         return Some(p.to_string_lossy().into_owned());
     }
-    let var = if a.path_translated { "PATH_TRANSLATED" } else { "SCRIPT_FILENAME" };
+    let var = if a.path_translated {
+        "PATH_TRANSLATED"
+    } else {
+        "SCRIPT_FILENAME"
+    };
     std::env::var_os(var).map(|v| v.to_string_lossy().into_owned())
 }
 
@@ -86,23 +94,44 @@ fn run(ctx: &Ctx, a: &CgiArgs) -> Result<i32, Fail> {
     if !nix::unistd::geteuid().is_root() {
         return Err(fail(500, "corral cgi must run as root (it talks to tenant inits), or use --gateway SOCKET; see docs/gateway.md"));
     }
-    let script = script_name(a).ok_or_else(|| fail(403, if a.path_translated { "PATH_TRANSLATED is not set" } else { "SCRIPT_FILENAME is not set" }))?;
-    let host = std::env::var("HTTP_HOST").or_else(|_| std::env::var("SERVER_NAME")).ok();
+    let script = script_name(a).ok_or_else(|| {
+        fail(
+            403,
+            if a.path_translated {
+                "PATH_TRANSLATED is not set"
+            } else {
+                "SCRIPT_FILENAME is not set"
+            },
+        )
+    })?;
+    let host = std::env::var("HTTP_HOST")
+        .or_else(|_| std::env::var("SERVER_NAME"))
+        .ok();
     let map = match &a.map {
         Some(p) => corral_gateway::TenantMap::load(p).map_err(|e| fail(500, e.to_string()))?,
         None => corral_gateway::TenantMap::default(),
     };
-    let checked = safety::check(&script, host.as_deref(), &map).map_err(|r| fail(r.status, r.to_string()))?;
+    let checked =
+        safety::check(&script, host.as_deref(), &map).map_err(|r| fail(r.status, r.to_string()))?;
     let tenant = checked.tenant.name.clone();
-    let target = super::run::target(ctx, &tenant).map_err(|e| fail(503, format!("sandbox of {tenant}: {e:#}")))?;
+    let target = super::run::target(ctx, &tenant)
+        .map_err(|e| fail(503, format!("sandbox of {tenant}: {e:#}")))?;
     let _slot = match join::entry(&ctx.layout, &target) {
         Ok(s) => s,
-        Err(e @ JoinError::EntryLimit { .. }) => return Err(Fail { status: 508, log: e.to_string(), exit: EXIT_ENTRY_LIMIT }),
+        Err(e @ JoinError::EntryLimit { .. }) => {
+            return Err(Fail {
+                status: 508,
+                log: e.to_string(),
+                exit: EXIT_ENTRY_LIMIT,
+            })
+        }
         Err(e) => return Err(fail(500, e.to_string())),
     };
 
     // The CGI environment this process got, filtered as the gateway does.
-    let params: Vec<(Vec<u8>, Vec<u8>)> = std::env::vars_os().map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())).collect();
+    let params: Vec<(Vec<u8>, Vec<u8>)> = std::env::vars_os()
+        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+        .collect();
     let base = corral_sandbox::spawn::environment(&target.plan, std::iter::empty(), &[]);
     let (mut env, _dropped) = corral_gateway::cgienv::from_params(&base, &params, &map.pass_env);
     // With `Action` or an argument, SCRIPT_FILENAME named the wrapper.
@@ -121,23 +150,46 @@ fn run(ctx: &Ctx, a: &CgiArgs) -> Result<i32, Fail> {
         nfds: 3,
     };
     let control = ctx.layout.tenant(&tenant).control();
-    let c = Client::connect(&control).map_err(|e| fail(503, format!("connect to {}: {e}", control.display())))?;
+    let c = Client::connect(&control)
+        .map_err(|e| fail(503, format!("connect to {}: {e}", control.display())))?;
     // Our own stdio goes to the script: the web server talks to it directly.
-    c.send(&Request::Spawn(req), &[0, 1, 2]).map_err(|e| fail(502, format!("spawn through the tenant init: {e}")))?;
+    c.send(&Request::Spawn(req), &[0, 1, 2])
+        .map_err(|e| fail(502, format!("spawn through the tenant init: {e}")))?;
     // Unannounced: the one answer is Exited, or Failed if the script never
     // started (then it wrote nothing and an error page can still be sent).
     loop {
         match c.recv() {
-            Ok(Reply::Failed { step, errno }) => return Err(fail(502, format!("could not start {}: {step}: {}", checked.real.display(), nix::errno::Errno::from_raw(errno)))),
-            Ok(Reply::Exited { code, signal, timed_out, .. }) => {
+            Ok(Reply::Failed { step, errno }) => {
+                return Err(fail(
+                    502,
+                    format!(
+                        "could not start {}: {step}: {}",
+                        checked.real.display(),
+                        nix::errno::Errno::from_raw(errno)
+                    ),
+                ))
+            }
+            Ok(Reply::Exited {
+                code,
+                signal,
+                timed_out,
+                ..
+            }) => {
                 if timed_out {
-                    eprintln!("corral cgi: [{tenant} {}] killed after the {}s timeout", checked.requested.display(), a.timeout);
+                    eprintln!(
+                        "corral cgi: [{tenant} {}] killed after the {}s timeout",
+                        checked.requested.display(),
+                        a.timeout
+                    );
                 }
                 return Ok(code.unwrap_or_else(|| 128 + signal.unwrap_or(0)));
             }
             Ok(_) => continue,
             Err(e) => {
-                eprintln!("corral cgi: [{tenant} {}] lost the tenant init: {e}", checked.requested.display());
+                eprintln!(
+                    "corral cgi: [{tenant} {}] lost the tenant init: {e}",
+                    checked.requested.display()
+                );
                 return Ok(EXIT_FAILURE);
             }
         }
@@ -149,23 +201,39 @@ fn run(ctx: &Ctx, a: &CgiArgs) -> Result<i32, Fail> {
 /// stderr, its appStatus our exit status.
 fn forward(a: &CgiArgs, sock: &std::path::Path) -> Result<i32, Fail> {
     use corral_gateway::fastcgi::params::encode_pairs;
-    use corral_gateway::fastcgi::record::{encode_begin_request, encode_stream, encode_stream_end, EndRequestBody, RecordDecoder, RecordType, Role, Stream, MAX_STREAM_CHUNK};
+    use corral_gateway::fastcgi::record::{
+        encode_begin_request, encode_stream, encode_stream_end, EndRequestBody, RecordDecoder,
+        RecordType, Role, Stream, MAX_STREAM_CHUNK,
+    };
     use std::io::Read;
-    let script = script_name(a).ok_or_else(|| fail(403, "no script: SCRIPT_FILENAME is not set"))?;
+    let script =
+        script_name(a).ok_or_else(|| fail(403, "no script: SCRIPT_FILENAME is not set"))?;
     // The gateway filters the variables (as it does nginx's params).
-    let mut params: Vec<(Vec<u8>, Vec<u8>)> = std::env::vars_os().filter(|(k, _)| k != "SCRIPT_FILENAME").map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())).collect();
+    let mut params: Vec<(Vec<u8>, Vec<u8>)> = std::env::vars_os()
+        .filter(|(k, _)| k != "SCRIPT_FILENAME")
+        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+        .collect();
     params.push((b"SCRIPT_FILENAME".to_vec(), script.into_bytes()));
     let mut head = Vec::new();
     encode_begin_request(1, Role::Responder, false, &mut head);
     let mut pairs = Vec::new();
-    encode_pairs(params.iter().map(|(k, v)| (k, v)), &mut pairs).map_err(|e| fail(500, format!("encode the CGI environment: {e}")))?;
+    encode_pairs(params.iter().map(|(k, v)| (k, v)), &mut pairs)
+        .map_err(|e| fail(500, format!("encode the CGI environment: {e}")))?;
     encode_stream(Stream::Params, 1, &pairs, &mut head);
     encode_stream_end(Stream::Params, 1, &mut head);
-    let mut conn = std::os::unix::net::UnixStream::connect(sock).map_err(|e| fail(503, format!("connect to the gateway at {}: {e}", sock.display())))?;
-    conn.write_all(&head).map_err(|e| fail(503, format!("send to the gateway: {e}")))?;
+    let mut conn = std::os::unix::net::UnixStream::connect(sock).map_err(|e| {
+        fail(
+            503,
+            format!("connect to the gateway at {}: {e}", sock.display()),
+        )
+    })?;
+    conn.write_all(&head)
+        .map_err(|e| fail(503, format!("send to the gateway: {e}")))?;
     // The body is copied by a thread while the answer is read, so neither
     // side can block the other.
-    let mut body_conn = conn.try_clone().map_err(|e| fail(500, format!("socket: {e}")))?;
+    let mut body_conn = conn
+        .try_clone()
+        .map_err(|e| fail(500, format!("socket: {e}")))?;
     std::thread::spawn(move || {
         let mut stdin = std::io::stdin().lock();
         let mut buf = vec![0u8; MAX_STREAM_CHUNK];
@@ -202,9 +270,14 @@ fn forward(a: &CgiArgs, sock: &std::path::Path) -> Result<i32, Fail> {
         };
         if n == 0 {
             if !started {
-                return Err(fail(502, "the gateway closed the connection without answering"));
+                return Err(fail(
+                    502,
+                    "the gateway closed the connection without answering",
+                ));
             }
-            eprintln!("corral cgi: the gateway closed the connection before the end of the response");
+            eprintln!(
+                "corral cgi: the gateway closed the connection before the end of the response"
+            );
             return Ok(EXIT_FAILURE);
         }
         let mut input = &buf[..n];
@@ -228,9 +301,17 @@ fn forward(a: &CgiArgs, sock: &std::path::Path) -> Result<i32, Fail> {
                     let _ = stderr.write_all(&rec.content);
                 }
                 RecordType::EndRequest => {
-                    let end = EndRequestBody::parse(&rec.content).map_err(|e| fail(502, format!("bad FCGI_END_REQUEST from the gateway: {e}")))?;
+                    let end = EndRequestBody::parse(&rec.content).map_err(|e| {
+                        fail(502, format!("bad FCGI_END_REQUEST from the gateway: {e}"))
+                    })?;
                     if !started {
-                        return Err(fail(502, format!("the gateway refused the request ({:?})", end.protocol_status)));
+                        return Err(fail(
+                            502,
+                            format!(
+                                "the gateway refused the request ({:?})",
+                                end.protocol_status
+                            ),
+                        ));
                     }
                     let _ = stdout.flush();
                     return Ok(end.app_status as i32);

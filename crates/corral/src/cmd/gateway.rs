@@ -35,7 +35,10 @@ pub struct GatewayArgs {
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
-    u32::from_str_radix(s, 8).ok().filter(|m| *m <= 0o777).ok_or_else(|| format!("{s:?}: expected an octal mode such as 660"))
+    u32::from_str_radix(s, 8)
+        .ok()
+        .filter(|m| *m <= 0o777)
+        .ok_or_else(|| format!("{s:?}: expected an octal mode such as 660"))
 }
 
 /// Sandboxes as `corral run` finds them: loaded from the state dir, built
@@ -48,7 +51,11 @@ pub struct CliSandboxes {
 
 impl CliSandboxes {
     pub fn new(ctx: &Ctx) -> anyhow::Result<CliSandboxes> {
-        Ok(CliSandboxes { layout: ctx.layout.clone(), config_dir: ctx.config_dir.clone(), up: ctx.up_options()? })
+        Ok(CliSandboxes {
+            layout: ctx.layout.clone(),
+            config_dir: ctx.config_dir.clone(),
+            up: ctx.up_options()?,
+        })
     }
 
     pub fn target(&self, tenant: &str) -> anyhow::Result<Target> {
@@ -75,7 +82,10 @@ impl corral_gateway::Sandboxes for CliSandboxes {
 }
 
 pub fn gateway(ctx: &Ctx, a: GatewayArgs) -> anyhow::Result<i32> {
-    anyhow::ensure!(nix::unistd::geteuid().is_root(), "the gateway talks to tenant inits, which only root may do: run it as root");
+    anyhow::ensure!(
+        nix::unistd::geteuid().is_root(),
+        "the gateway talks to tenant inits, which only root may do: run it as root"
+    );
     let socket_gid = match &a.socket_group {
         None => None,
         Some(g) => Some(

@@ -12,14 +12,20 @@ use std::time::{Duration, Instant};
 fn running(ctx: &Ctx, tenant: &str) -> anyhow::Result<(TenantState, Limits)> {
     crate::ctx::check_tenant_name(tenant)?;
     let dir = ctx.layout.tenant(tenant);
-    let st = dir.read_state()?.filter(|s| s.init_alive()).ok_or_else(|| anyhow::anyhow!("tenant {tenant} is not up"))?;
+    let st = dir
+        .read_state()?
+        .filter(|s| s.init_alive())
+        .ok_or_else(|| anyhow::anyhow!("tenant {tenant} is not up"))?;
     let limits: Limits = serde_json::from_slice(&std::fs::read(dir.limits())?)?;
     Ok((st, limits))
 }
 
 fn cgroup(st: &TenantState) -> anyhow::Result<TenantCgroup> {
     let backend = Backend::detect(&st.cgroup_parent)?;
-    let name = st.cgroup.as_deref().ok_or_else(|| anyhow::anyhow!("tenant {} has no cgroup", st.tenant))?;
+    let name = st
+        .cgroup
+        .as_deref()
+        .ok_or_else(|| anyhow::anyhow!("tenant {} has no cgroup", st.tenant))?;
     Ok(TenantCgroup::open(&backend, name)?)
 }
 
@@ -50,7 +56,10 @@ pub fn limits(ctx: &Ctx, cmd: LimitsCmd) -> anyhow::Result<i32> {
                 }
             }
         }
-        LimitsCmd::Set { tenant, assignments } => {
+        LimitsCmd::Set {
+            tenant,
+            assignments,
+        } => {
             let (st, mut limits) = running(ctx, &tenant)?;
             // Validate every assignment before applying any.
             for a in &assignments {
@@ -61,9 +70,15 @@ pub fn limits(ctx: &Ctx, cmd: LimitsCmd) -> anyhow::Result<i32> {
             println!("{tenant}: applied {}", assignments.join(" "));
         }
         LimitsCmd::Reload { tenants } => {
-            let names = if tenants.is_empty() { ctx.layout.list()? } else { tenants };
+            let names = if tenants.is_empty() {
+                ctx.layout.list()?
+            } else {
+                tenants
+            };
             for t in names {
-                let Ok((st, _)) = running(ctx, &t) else { continue };
+                let Ok((st, _)) = running(ctx, &t) else {
+                    continue;
+                };
                 let plan = corral_profile::load(&ctx.config_dir, &t)?;
                 let limits = Limits::from_source(&plan.limits)?;
                 apply_and_record(ctx, &st, &limits)?;
@@ -93,10 +108,19 @@ struct Sample {
 }
 
 fn sample(st: &TenantState) -> anyhow::Result<Sample> {
-    Ok(Sample { at: Instant::now(), usage: cgroup(st)?.usage()? })
+    Ok(Sample {
+        at: Instant::now(),
+        usage: cgroup(st)?.usage()?,
+    })
 }
 
-fn stats_between(ctx: &Ctx, st: &TenantState, limits: &Limits, a: &Sample, b: &Sample) -> anyhow::Result<TenantStats> {
+fn stats_between(
+    ctx: &Ctx,
+    st: &TenantState,
+    limits: &Limits,
+    a: &Sample,
+    b: &Sample,
+) -> anyhow::Result<TenantStats> {
     let secs = b.at.duration_since(a.at).as_secs_f64().max(1e-6);
     let faults = cgroup(st)?.faults()?;
     let (in_use, rejections) = match limits.entry_processes {
@@ -108,9 +132,16 @@ fn stats_between(ctx: &Ctx, st: &TenantState, limits: &Limits, a: &Sample, b: &S
     };
     Ok(TenantStats {
         tenant: st.tenant.clone(),
-        cpu_percent: (b.usage.cpu_usage_ns.saturating_sub(a.usage.cpu_usage_ns)) as f64 / 1e9 / secs * 100.0,
+        cpu_percent: (b.usage.cpu_usage_ns.saturating_sub(a.usage.cpu_usage_ns)) as f64
+            / 1e9
+            / secs
+            * 100.0,
         io_read_bps: (b.usage.io_read_bytes.saturating_sub(a.usage.io_read_bytes)) as f64 / secs,
-        io_write_bps: (b.usage.io_write_bytes.saturating_sub(a.usage.io_write_bytes)) as f64 / secs,
+        io_write_bps: (b
+            .usage
+            .io_write_bytes
+            .saturating_sub(a.usage.io_write_bytes)) as f64
+            / secs,
         usage: b.usage.clone(),
         faults,
         entry_processes: in_use,
@@ -121,7 +152,11 @@ fn stats_between(ctx: &Ctx, st: &TenantState, limits: &Limits, a: &Sample, b: &S
 
 /// Usage of every running tenant (or the named ones) over `interval`.
 pub fn collect(ctx: &Ctx, only: &[String], interval: Duration) -> anyhow::Result<Vec<TenantStats>> {
-    let names = if only.is_empty() { ctx.layout.list()? } else { only.to_vec() };
+    let names = if only.is_empty() {
+        ctx.layout.list()?
+    } else {
+        only.to_vec()
+    };
     let mut first = Vec::new();
     for t in names {
         match running(ctx, &t) {
@@ -134,7 +169,10 @@ pub fn collect(ctx: &Ctx, only: &[String], interval: Duration) -> anyhow::Result
         }
     }
     std::thread::sleep(interval);
-    first.iter().map(|(st, l, a)| stats_between(ctx, st, l, a, &sample(st)?)).collect()
+    first
+        .iter()
+        .map(|(st, l, a)| stats_between(ctx, st, l, a, &sample(st)?))
+        .collect()
 }
 
 fn mib(b: u64) -> String {
@@ -144,7 +182,18 @@ fn mib(b: u64) -> String {
 fn table(rows: &[TenantStats]) -> String {
     let mut out = format!(
         "{:<16} {:>6} {:>9} {:>6} {:>9} {:>9} {:>7} | {:>9} {:>7} {:>5} {:>6} {:>6}\n",
-        "TENANT", "CPU%", "MEM", "PROCS", "IO-R/s", "IO-W/s", "EP", "CPU-THR", "MEMHIT", "OOM", "PIDHIT", "EP-REJ"
+        "TENANT",
+        "CPU%",
+        "MEM",
+        "PROCS",
+        "IO-R/s",
+        "IO-W/s",
+        "EP",
+        "CPU-THR",
+        "MEMHIT",
+        "OOM",
+        "PIDHIT",
+        "EP-REJ"
     );
     for r in rows {
         let ep = match r.entry_limit {
@@ -190,7 +239,12 @@ pub fn top(ctx: &Ctx, a: TopArgs) -> anyhow::Result<i32> {
                 "mem" => r.usage.memory_bytes as f64,
                 "procs" => r.usage.processes as f64,
                 "io" => r.io_read_bps + r.io_write_bps,
-                "faults" => (r.faults.cpu_throttled_periods + r.faults.memory_max_hits + r.faults.pids_max_hits + r.entry_rejections) as f64,
+                "faults" => {
+                    (r.faults.cpu_throttled_periods
+                        + r.faults.memory_max_hits
+                        + r.faults.pids_max_hits
+                        + r.entry_rejections) as f64
+                }
                 _ => r.cpu_percent,
             }
         };

@@ -4,12 +4,17 @@ use crate::cli::{CheckArgs, ProfileCmd};
 use crate::ctx::Ctx;
 
 pub fn check(ctx: &Ctx, a: CheckArgs) -> anyhow::Result<i32> {
-    let file = a.file.unwrap_or_else(|| ctx.config_dir.join("profile.toml"));
+    let file = a
+        .file
+        .unwrap_or_else(|| ctx.config_dir.join("profile.toml"));
     if file.exists() {
         corral_profile::check_file(&file)?;
         println!("{}: ok", file.display());
     } else if a.tenant.is_none() {
-        anyhow::bail!("{}: no such file (the built-in default profile is used when it is absent)", file.display());
+        anyhow::bail!(
+            "{}: no such file (the built-in default profile is used when it is absent)",
+            file.display()
+        );
     }
     if let Some(t) = a.tenant {
         let plan = corral_profile::load(&ctx.config_dir, &t)?;

@@ -38,13 +38,20 @@ pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
     for fd in 3..keep {
         // SAFETY: F_GETFD/F_GETFL only query the descriptor table.
         let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-        anyhow::ensure!(flags >= 0, "--preserve-fds {}: fd {fd} is not open", a.preserve_fds);
+        anyhow::ensure!(
+            flags >= 0,
+            "--preserve-fds {}: fd {fd} is not open",
+            a.preserve_fds
+        );
         // A directory (or O_PATH) fd would be a handle on the host's tree.
-        let dir = nix::sys::stat::fstat(fd).map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR).unwrap_or(true);
+        let dir = nix::sys::stat::fstat(fd)
+            .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+            .unwrap_or(true);
         anyhow::ensure!(!dir && flags & libc::O_PATH == 0, "--preserve-fds: fd {fd} is a directory or O_PATH descriptor; only files, pipes and sockets may be passed");
     }
     // Nothing else the caller leaked may reach the tenant or corral itself.
-    corral_security::fds::close_fds_from(keep).map_err(|e| anyhow::anyhow!("close inherited fds: {e}"))?;
+    corral_security::fds::close_fds_from(keep)
+        .map_err(|e| anyhow::anyhow!("close inherited fds: {e}"))?;
     // SAFETY: isatty only queries fd 0.
     let interactive = unsafe { libc::isatty(0) } == 1;
     // Spawning through the init is the faster path (see join::run_via_init);
@@ -54,7 +61,12 @@ pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
         let t = target(ctx, &a.tenant)?;
         return detach(ctx, &t, &a, env);
     }
-    let opts = RunOptions { argv: a.command, cwd: a.cwd, env, preserve_fds: i32::from(a.preserve_fds) };
+    let opts = RunOptions {
+        argv: a.command,
+        cwd: a.cwd,
+        env,
+        preserve_fds: i32::from(a.preserve_fds),
+    };
     if !setns {
         // A running sandbox: straight to its init (join::run_fast).
         crate::ctx::check_tenant_name(&a.tenant)?;
@@ -65,7 +77,11 @@ pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
         }
     }
     let t = target(ctx, &a.tenant)?;
-    let result = if setns { join::run(&ctx.layout, &t, &opts) } else { join::run_via_init(&ctx.layout, &t, &opts) };
+    let result = if setns {
+        join::run(&ctx.layout, &t, &opts)
+    } else {
+        join::run_via_init(&ctx.layout, &t, &opts)
+    };
     finish(&a.tenant, result)
 }
 
@@ -87,33 +103,58 @@ fn finish(tenant: &str, result: Result<i32, JoinError>) -> anyhow::Result<i32> {
 
 fn detach(ctx: &Ctx, t: &Target, a: &RunArgs, extra: Vec<(String, String)>) -> anyhow::Result<i32> {
     let dir = ctx.layout.tenant(&t.state.tenant);
-    let devnull = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null")?;
+    let devnull = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
     let out = match &a.log {
-        Some(p) => std::fs::OpenOptions::new().create(true).append(true).mode(0o640).open(p).map_err(|e| anyhow::anyhow!("--log {}: {e}", p.display()))?,
+        Some(p) => std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o640)
+            .open(p)
+            .map_err(|e| anyhow::anyhow!("--log {}: {e}", p.display()))?,
         None => devnull.try_clone()?,
     };
     let env = corral_sandbox::spawn::environment(&t.plan, std::env::vars(), &extra);
     let req = SpawnRequest {
         argv: a.command.clone(),
         env,
-        cwd: a.cwd.clone().unwrap_or_else(|| t.plan.workdir.to_string_lossy().into_owned()),
+        cwd: a
+            .cwd
+            .clone()
+            .unwrap_or_else(|| t.plan.workdir.to_string_lossy().into_owned()),
         timeout_ms: 0,
         detach: true,
         announce: true,
         nfds: 3,
     };
-    let c = Client::connect(&dir.control()).map_err(|e| anyhow::anyhow!("connect to {}: {e}", dir.control().display()))?;
-    match c.call(&Request::Spawn(req), &[devnull.as_raw_fd(), out.as_raw_fd(), out.as_raw_fd()])? {
+    let c = Client::connect(&dir.control())
+        .map_err(|e| anyhow::anyhow!("connect to {}: {e}", dir.control().display()))?;
+    match c.call(
+        &Request::Spawn(req),
+        &[devnull.as_raw_fd(), out.as_raw_fd(), out.as_raw_fd()],
+    )? {
         Reply::Spawned { pid } => {
             if ctx.json {
-                println!("{}", serde_json::json!({"tenant": t.state.tenant, "pid": pid}));
+                println!(
+                    "{}",
+                    serde_json::json!({"tenant": t.state.tenant, "pid": pid})
+                );
             } else {
-                println!("{}: started pid {pid} (pid inside the sandbox)", t.state.tenant);
+                println!(
+                    "{}: started pid {pid} (pid inside the sandbox)",
+                    t.state.tenant
+                );
             }
             Ok(0)
         }
         Reply::Failed { step, errno: 0 } => anyhow::bail!("{}: {step}", t.state.tenant),
-        Reply::Failed { step, errno } => anyhow::bail!("{}: {step}: {}", t.state.tenant, nix::errno::Errno::from_raw(errno)),
+        Reply::Failed { step, errno } => anyhow::bail!(
+            "{}: {step}: {}",
+            t.state.tenant,
+            nix::errno::Errno::from_raw(errno)
+        ),
         other => anyhow::bail!("unexpected answer from the tenant init: {other:?}"),
     }
 }

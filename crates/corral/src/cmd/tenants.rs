@@ -9,7 +9,12 @@ use serde::Serialize;
 pub fn up_one(ctx: &Ctx, tenant: &str) -> anyhow::Result<UpOutcome> {
     let plan = corral_profile::load(&ctx.config_dir, tenant)?;
     let limits = corral_limits::Limits::from_source(&plan.limits)?;
-    Ok(corral_sandbox::up(&ctx.layout, &plan, &limits, &ctx.up_options()?)?)
+    Ok(corral_sandbox::up(
+        &ctx.layout,
+        &plan,
+        &limits,
+        &ctx.up_options()?,
+    )?)
 }
 
 #[derive(Serialize)]
@@ -24,8 +29,18 @@ pub fn up(ctx: &Ctx, tenants: &[String]) -> anyhow::Result<i32> {
     for t in tenants {
         let out = up_one(ctx, t)?;
         let r = match out {
-            UpOutcome::Created { pid } => UpReport { tenant: t, created: true, pid, stale: false },
-            UpOutcome::AlreadyUp { pid, stale } => UpReport { tenant: t, created: false, pid, stale },
+            UpOutcome::Created { pid } => UpReport {
+                tenant: t,
+                created: true,
+                pid,
+                stale: false,
+            },
+            UpOutcome::AlreadyUp { pid, stale } => UpReport {
+                tenant: t,
+                created: false,
+                pid,
+                stale,
+            },
         };
         if ctx.json {
             println!("{}", serde_json::to_string(&r)?);
@@ -84,14 +99,59 @@ pub fn ls(ctx: &Ctx) -> anyhow::Result<i32> {
         let st = ctx.layout.tenant(&t).read_state().ok().flatten();
         let row = match st {
             Some(s) if s.init_alive() => {
-                let stale = corral_profile::load(&ctx.config_dir, &t).ok().map(|p| p.digest() != s.digest);
+                let stale = corral_profile::load(&ctx.config_dir, &t)
+                    .ok()
+                    .map(|p| p.digest() != s.digest);
                 let ns_dir = ctx.layout.tenant(&t).ns();
-                let ns_inodes = s.namespaces.iter().filter_map(|n| std::fs::metadata(ns_dir.join(n)).ok().map(|m| (n.clone(), std::os::unix::fs::MetadataExt::ino(&m)))).collect();
-                let processes = s.cgroup_dirs.first().and_then(|d| std::fs::read_to_string(d.join("cgroup.procs")).ok()).map(|p| p.lines().count());
-                Row { tenant: t, state: "up", pid: Some(s.init_pid), uptime_s: Some(now_unix().saturating_sub(s.created_unix)), namespaces: s.namespaces, ns_inodes, processes, stale }
+                let ns_inodes = s
+                    .namespaces
+                    .iter()
+                    .filter_map(|n| {
+                        std::fs::metadata(ns_dir.join(n))
+                            .ok()
+                            .map(|m| (n.clone(), std::os::unix::fs::MetadataExt::ino(&m)))
+                    })
+                    .collect();
+                let processes = s
+                    .cgroup_dirs
+                    .first()
+                    .and_then(|d| std::fs::read_to_string(d.join("cgroup.procs")).ok())
+                    .map(|p| p.lines().count());
+                Row {
+                    tenant: t,
+                    state: "up",
+                    pid: Some(s.init_pid),
+                    uptime_s: Some(now_unix().saturating_sub(s.created_unix)),
+                    namespaces: s.namespaces,
+                    ns_inodes,
+                    processes,
+                    stale,
+                }
             }
-            Some(s) => Row { tenant: t, state: if process_start(s.init_pid).is_none() { "dead" } else { "unknown" }, pid: None, uptime_s: None, namespaces: s.namespaces, ns_inodes: Default::default(), processes: None, stale: None },
-            None => Row { tenant: t, state: "incomplete", pid: None, uptime_s: None, namespaces: vec![], ns_inodes: Default::default(), processes: None, stale: None },
+            Some(s) => Row {
+                tenant: t,
+                state: if process_start(s.init_pid).is_none() {
+                    "dead"
+                } else {
+                    "unknown"
+                },
+                pid: None,
+                uptime_s: None,
+                namespaces: s.namespaces,
+                ns_inodes: Default::default(),
+                processes: None,
+                stale: None,
+            },
+            None => Row {
+                tenant: t,
+                state: "incomplete",
+                pid: None,
+                uptime_s: None,
+                namespaces: vec![],
+                ns_inodes: Default::default(),
+                processes: None,
+                stale: None,
+            },
         };
         rows.push(row);
     }
@@ -99,14 +159,43 @@ pub fn ls(ctx: &Ctx) -> anyhow::Result<i32> {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(0);
     }
-    println!("{:<20} {:<10} {:>8} {:>10} {:>6}  {:<6} NAMESPACES (inode)", "TENANT", "STATE", "PID", "UPTIME", "PROCS", "STALE");
+    println!(
+        "{:<20} {:<10} {:>8} {:>10} {:>6}  {:<6} NAMESPACES (inode)",
+        "TENANT", "STATE", "PID", "UPTIME", "PROCS", "STALE"
+    );
     for r in rows {
-        let up = r.uptime_s.map(|s| format!("{}s", s)).unwrap_or_else(|| "-".into());
+        let up = r
+            .uptime_s
+            .map(|s| format!("{}s", s))
+            .unwrap_or_else(|| "-".into());
         let pid = r.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
-        let stale = match r.stale { Some(true) => "yes", Some(false) => "no", None => "-" };
-        let procs = r.processes.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
-        let ns: Vec<String> = r.namespaces.iter().map(|n| match r.ns_inodes.get(n) { Some(i) => format!("{n}:{i}"), None => n.clone() }).collect();
-        println!("{:<20} {:<10} {:>8} {:>10} {:>6}  {:<6} {}", r.tenant, r.state, pid, up, procs, stale, ns.join(" "));
+        let stale = match r.stale {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "-",
+        };
+        let procs = r
+            .processes
+            .map(|p| p.to_string())
+            .unwrap_or_else(|| "-".into());
+        let ns: Vec<String> = r
+            .namespaces
+            .iter()
+            .map(|n| match r.ns_inodes.get(n) {
+                Some(i) => format!("{n}:{i}"),
+                None => n.clone(),
+            })
+            .collect();
+        println!(
+            "{:<20} {:<10} {:>8} {:>10} {:>6}  {:<6} {}",
+            r.tenant,
+            r.state,
+            pid,
+            up,
+            procs,
+            stale,
+            ns.join(" ")
+        );
     }
     Ok(0)
 }

@@ -20,16 +20,27 @@ pub fn corral_bin() -> PathBuf {
 }
 
 pub fn ensure_users() {
-    let ok = [T1, T2, T3].iter().all(|u| corral_users::Db::system().user_by_name(u).ok().flatten().is_some());
+    let ok = [T1, T2, T3].iter().all(|u| {
+        corral_users::Db::system()
+            .user_by_name(u)
+            .ok()
+            .flatten()
+            .is_some()
+    });
     if !ok {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-users.sh");
-        let st = Command::new(&script).status().expect("run scripts/test-users.sh");
+        let st = Command::new(&script)
+            .status()
+            .expect("run scripts/test-users.sh");
         assert!(st.success(), "scripts/test-users.sh failed");
     }
 }
 
 pub fn require_root() {
-    assert!(nix::unistd::geteuid().is_root(), "corral's integration tests build namespaces and cgroups: run them as root");
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "corral's integration tests build namespaces and cgroups: run them as root"
+    );
 }
 
 pub struct Env {
@@ -45,8 +56,14 @@ impl Env {
         let n = N.fetch_add(1, Ordering::Relaxed);
         let base = std::path::Path::new("/var/tmp");
         Env {
-            state: tempfile::Builder::new().prefix("corral-test-state").tempdir_in(base).unwrap(),
-            config: tempfile::Builder::new().prefix("corral-test-config").tempdir_in(base).unwrap(),
+            state: tempfile::Builder::new()
+                .prefix("corral-test-state")
+                .tempdir_in(base)
+                .unwrap(),
+            config: tempfile::Builder::new()
+                .prefix("corral-test-config")
+                .tempdir_in(base)
+                .unwrap(),
             parent: format!("corral/t{}-{n}", std::process::id()),
         }
     }
@@ -76,7 +93,13 @@ impl Env {
     /// Run corral and assert success; returns stdout.
     pub fn ok(&self, args: &[&str]) -> String {
         let o = self.run(args);
-        assert!(o.status.success(), "corral {args:?} failed ({:?}):\nstdout: {}\nstderr: {}", o.status, String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "corral {args:?} failed ({:?}):\nstdout: {}\nstderr: {}",
+            o.status,
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
         String::from_utf8(o.stdout).unwrap()
     }
 
@@ -95,7 +118,10 @@ impl Env {
     pub fn default_profile_with(&self, extra: &str) {
         let tmp = self.state.path().join("tmp");
         let default_dir = "dir = \"/var/lib/corral/tmp/$USER\"";
-        assert!(corral_profile::DEFAULT_PROFILE.contains(default_dir), "the default profile's tmp dir moved");
+        assert!(
+            corral_profile::DEFAULT_PROFILE.contains(default_dir),
+            "the default profile's tmp dir moved"
+        );
         // `extra` is appended: use it for tables such as [[mount]].
         let text = format!("{}\n{extra}\n", corral_profile::DEFAULT_PROFILE)
             .replace(default_dir, &format!("dir = \"{}/$USER\"", tmp.display()));
@@ -103,8 +129,16 @@ impl Env {
     }
 
     pub fn state(&self, tenant: &str) -> serde_json::Value {
-        let p = self.state.path().join("tenants").join(tenant).join("state.json");
-        serde_json::from_slice(&std::fs::read(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))).unwrap()
+        let p = self
+            .state
+            .path()
+            .join("tenants")
+            .join(tenant)
+            .join("state.json");
+        serde_json::from_slice(
+            &std::fs::read(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display())),
+        )
+        .unwrap()
     }
 
     pub fn init_pid(&self, tenant: &str) -> i32 {
@@ -127,7 +161,12 @@ impl Env {
 
     pub fn mounts_mentioning_state(&self) -> Vec<String> {
         let s = self.state.path().to_string_lossy().into_owned();
-        std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().filter(|l| l.contains(&s)).map(String::from).collect()
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(&s))
+            .map(String::from)
+            .collect()
     }
 }
 
@@ -175,17 +214,28 @@ fn walk_dirs(p: &Path) -> Vec<PathBuf> {
 }
 
 pub fn uid_of(user: &str) -> u32 {
-    corral_users::Db::system().user_by_name(user).unwrap().unwrap().uid
+    corral_users::Db::system()
+        .user_by_name(user)
+        .unwrap()
+        .unwrap()
+        .uid
 }
 
 pub fn home_of(user: &str) -> PathBuf {
-    corral_users::Db::system().user_by_name(user).unwrap().unwrap().home
+    corral_users::Db::system()
+        .user_by_name(user)
+        .unwrap()
+        .unwrap()
+        .home
 }
 
 /// Write a file into a tenant's home, owned by the tenant.
 pub fn write_home_file(user: &str, rel: &str, content: &str, mode: u32) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    let u = corral_users::Db::system().user_by_name(user).unwrap().unwrap();
+    let u = corral_users::Db::system()
+        .user_by_name(user)
+        .unwrap()
+        .unwrap();
     let p = u.home.join(rel);
     if let Some(parent) = p.parent() {
         std::fs::create_dir_all(parent).unwrap();
@@ -201,12 +251,20 @@ pub fn write_home_file(user: &str, rel: &str, content: &str, mode: u32) -> PathB
 /// own, with a watchdog: past `limit` it gets SIGTERM (the bench cleans up),
 /// `grace` later the group gets SIGKILL. Returns the output, the bench's pid
 /// and how long it took.
-pub fn run_bench_smoke(env: &Env, suite: &str, out: &Path, limit: std::time::Duration, grace: std::time::Duration) -> (Output, i32, std::time::Duration) {
+pub fn run_bench_smoke(
+    env: &Env,
+    suite: &str,
+    out: &Path,
+    limit: std::time::Duration,
+    grace: std::time::Duration,
+) -> (Output, i32, std::time::Duration) {
     use std::os::unix::process::CommandExt;
     let mut cmd = env.cmd();
-    cmd.args(["bench", suite, "--smoke", "--json", "--out"]).arg(out);
+    cmd.args(["bench", suite, "--smoke", "--json", "--out"])
+        .arg(out);
     cmd.process_group(0);
-    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
     let started = std::time::Instant::now();
     let child = cmd.spawn().expect("spawn corral bench");
     let pid = child.id() as i32;

@@ -139,7 +139,12 @@ impl Pool {
             created: (0, Duration::ZERO),
             group: true,
         };
-        if corral_users::Db::system().group_by_name(GROUP).ok().flatten().is_none() {
+        if corral_users::Db::system()
+            .group_by_name(GROUP)
+            .ok()
+            .flatten()
+            .is_none()
+        {
             let mut c = tool(GROUPADD);
             c.arg(GROUP);
             run(c, &format!("groupadd {GROUP}"))?;
@@ -209,7 +214,11 @@ impl Pool {
         let _ = std::fs::remove_dir(HOMES);
         let _ = std::fs::remove_dir(BASE);
         if std::mem::take(&mut self.group)
-            && corral_users::Db::system().group_by_name(GROUP).ok().flatten().is_some()
+            && corral_users::Db::system()
+                .group_by_name(GROUP)
+                .ok()
+                .flatten()
+                .is_some()
         {
             let mut c = tool(GROUPDEL);
             c.arg(GROUP);
