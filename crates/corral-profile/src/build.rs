@@ -94,6 +94,17 @@ fn expanded(l: &L<String>, tenant: &Tenant) -> Result<L<String>, ProfileError> {
     })
 }
 
+/// The shell a tenant gets inside its sandbox when the profile names none:
+/// its login shell from passwd, unless that is corral's own login shell
+/// (`corral-shell`, which enters the sandbox), then the system's bash.
+pub(crate) fn real_shell(login: &Path) -> PathBuf {
+    if login.file_name().is_some_and(|n| n == "corral-shell") {
+        PathBuf::from("/bin/bash")
+    } else {
+        login.to_path_buf()
+    }
+}
+
 fn build(
     layer: Layer,
     tenant: Tenant,
@@ -113,6 +124,11 @@ fn build(
         .workdir
         .unwrap_or_else(|| defaults.value("workdir", "$HOME"));
     let workdir = abs_path(&expanded(&workdir, &tenant)?)?;
+    let mut tenant = tenant;
+    tenant.shell = match layer.shell {
+        Some(shell) => abs_path(&expanded(&shell, &tenant)?)?,
+        None => real_shell(&tenant.shell),
+    };
 
     let flag = |l: Option<L<bool>>, default: bool| l.map_or(default, |l| l.v);
     let ns = layer.ns;

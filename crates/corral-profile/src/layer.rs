@@ -47,6 +47,7 @@ pub(crate) struct SeccompLayer {
 pub(crate) struct Layer {
     pub hostname: Option<L<String>>,
     pub workdir: Option<L<String>>,
+    pub shell: Option<L<String>>,
     pub plan: Option<L<String>>,
     pub ns: NsLayer,
     pub env_keep: Option<Vec<L<String>>>,
@@ -61,6 +62,7 @@ pub(crate) struct Layer {
 const TOP_KEYS: &[&str] = &[
     "hostname",
     "workdir",
+    "shell",
     "plan",
     "namespaces",
     "env",
@@ -78,6 +80,7 @@ pub(crate) fn parse(src: Source<'_>) -> Result<Layer, ProfileError> {
     let mut layer = Layer {
         hostname: string("hostname")?,
         workdir: string("workdir")?,
+        shell: string("shell")?,
         plan: string("plan")?,
         ..Layer::default()
     };
@@ -280,6 +283,7 @@ impl Layer {
         Layer {
             hostname: over.hostname.or(self.hostname),
             workdir: over.workdir.or(self.workdir),
+            shell: over.shell.or(self.shell),
             plan: over.plan.or(self.plan),
             ns: NsLayer {
                 pid: ns.pid.or(self.ns.pid),

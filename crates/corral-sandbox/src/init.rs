@@ -405,6 +405,7 @@ impl Init {
             cwd: &req.cwd,
             stdio,
             new_session: true,
+            controlling_tty: false,
             preserve_fds: 0,
             cgroup_entry: Vec::new(),
             reset_signals: Some(&self.reset_signals),

@@ -108,14 +108,28 @@ extern "C" fn forward(sig: libc::c_int) {
     }
 }
 
-/// Join the tenant and run a command in the foreground; returns its exit
-/// status the way a shell reports it (128+N for signal N).
-pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinError> {
+/// A process that has entered a tenant's sandbox with [`enter`]: it holds
+/// an entry slot (released on drop), sits in the tenant's cgroup and has
+/// joined every namespace (the pid namespace applies to its children). What
+/// its children need to become the tenant is prepared.
+pub struct Entered {
+    pub slot: Option<EntryGuard>,
+    /// The privilege-dropping sequence and seccomp filter for the tenant.
+    pub security: corral_security::Prepared,
+    /// The plan's rlimits, for [`Exec::prepare`].
+    pub rlimits: Vec<(libc::c_int, u64, u64)>,
+}
+
+/// Enter the tenant's sandbox with the calling process, which must be
+/// single-threaded (setns into a mount namespace requires it): take an
+/// entry slot, move into the cgroup (first, while host paths are visible:
+/// children are then born inside it, and a fork, unlike a migration, is
+/// refused at the process limit), prepare the tenant's security sequence,
+/// then setns into each persisted namespace. `corral run`'s setns path,
+/// `corral-shell` and `pam_corral.so` start here.
+pub fn enter(layout: &Layout, t: &Target) -> Result<Entered, JoinError> {
     let dir = layout.tenant(&t.state.tenant);
-    let _slot = entry(layout, t)?;
-    // Into the cgroup first, while host paths are visible: the child is
-    // then born inside it (a fork, unlike a migration, is refused at the
-    // process limit) and no tenant code runs unlimited.
+    let slot = entry(layout, t)?;
     join_cgroup(&t.state)?;
     let groups: Vec<libc::gid_t> = t.plan.tenant.groups.iter().map(|g| g.1).collect();
     let security = corral_security::prepare(
@@ -128,7 +142,18 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
     let rlimits = t.limits.rlimits();
     let fds = namespaces::open(&dir.ns(), &t.state.namespaces).map_err(SandboxError::from)?;
     namespaces::join(&fds).map_err(SandboxError::from)?;
-    drop(fds);
+    Ok(Entered {
+        slot,
+        security,
+        rlimits,
+    })
+}
+
+/// Join the tenant and run a command in the foreground; returns its exit
+/// status the way a shell reports it (128+N for signal N).
+pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinError> {
+    let entered = enter(layout, t)?;
+    let (security, rlimits) = (&entered.security, &entered.rlimits);
     let env = environment(&t.plan, std::env::vars(), &opts.env);
     let cwd = opts
         .cwd
@@ -140,26 +165,15 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
         cwd: &cwd,
         stdio: [None; 3],
         new_session: false,
+        controlling_tty: false,
         preserve_fds: opts.preserve_fds,
         cgroup_entry: Vec::new(),
         reset_signals: None,
         reset_sched: crate::spawn::unusual_policy(),
     };
-    let exec = Exec::prepare(&security, &rlimits, spec)?;
+    let exec = Exec::prepare(security, rlimits, spec)?;
     let pid = exec.spawn(&mut ChildStack::new()?)?;
-    CHILD.store(pid.as_raw(), Ordering::Relaxed);
-    for s in [
-        Signal::SIGINT,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-        Signal::SIGUSR1,
-        Signal::SIGUSR2,
-    ] {
-        // SAFETY: `forward` only calls kill, which is async-signal-safe.
-        unsafe { signal::signal(s, SigHandler::Handler(forward)) }.ok();
-    }
-    let code = wait_code(pid);
+    let code = wait_forwarding(pid);
     // Take the terminal back if the child had it (SIGTTOU ignored meanwhile).
     // SAFETY: signal disposition and tcsetpgrp calls with plain arguments.
     unsafe {
@@ -212,6 +226,24 @@ fn join_cgroup(st: &TenantState) -> Result<(), JoinError> {
             .map_err(|e| JoinError::Other(format!("join cgroup {}: {e}", d.display())))?;
     }
     Ok(())
+}
+
+/// Wait for `pid`, a child of this process, forwarding the signals a
+/// terminal or a supervisor sends (INT, TERM, HUP, QUIT, USR1, USR2) to it
+/// meanwhile; returns its status as a shell reports it (128+N for signal N).
+pub fn wait_forwarding(pid: Pid) -> Result<i32, JoinError> {
+    CHILD.store(pid.as_raw(), Ordering::Relaxed);
+    for s in FORWARDED {
+        // SAFETY: `forward` only calls kill, which is async-signal-safe.
+        unsafe { signal::signal(s, SigHandler::Handler(forward)) }.ok();
+    }
+    let code = wait_code(pid);
+    for s in FORWARDED {
+        // SAFETY: restoring the default disposition.
+        unsafe { signal::signal(s, SigHandler::SigDfl) }.ok();
+    }
+    CHILD.store(0, Ordering::Relaxed);
+    code
 }
 
 fn wait_code(pid: Pid) -> Result<i32, JoinError> {

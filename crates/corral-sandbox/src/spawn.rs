@@ -100,6 +100,7 @@ pub struct Exec<'a> {
     /// fds to become 0, 1, 2 (None: keep what we have).
     stdio: [Option<RawFd>; 3],
     new_session: bool,
+    controlling_tty: bool,
     /// fds 3..3+N stay open across exec (`corral run --preserve-fds N`).
     preserve_fds: i32,
     /// stdin is the caller's controlling terminal and the caller is in the
@@ -141,6 +142,9 @@ pub struct ExecSpec<'a> {
     pub cwd: &'a str,
     pub stdio: [Option<RawFd>; 3],
     pub new_session: bool,
+    /// With `new_session`: make stdin (a terminal) the new session's
+    /// controlling terminal, as a login does (`corral-shell`'s own pty).
+    pub controlling_tty: bool,
     pub preserve_fds: i32,
     pub cgroup_entry: Vec<OwnedFd>,
     /// The signals whose disposition differs from SIG_DFL in the forking
@@ -204,6 +208,7 @@ impl<'a> Exec<'a> {
             cgroup_entry: spec.cgroup_entry,
             stdio: spec.stdio,
             new_session: spec.new_session,
+            controlling_tty: spec.new_session && spec.controlling_tty,
             preserve_fds: spec.preserve_fds,
             // SAFETY: isatty/tcgetpgrp/getpgrp only query; done in the parent.
             foreground_tty: !spec.new_session
@@ -357,6 +362,10 @@ impl<'a> Exec<'a> {
         }
         // SAFETY: setsid has no memory arguments.
         if self.new_session && unsafe { libc::setsid() } < 0 {
+            fail(Step::Session, Errno::last());
+        }
+        // SAFETY: TIOCSCTTY takes an int argument; fd 0 is the child's stdin.
+        if self.controlling_tty && unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) } < 0 {
             fail(Step::Session, Errno::last());
         }
         if !self.new_session {

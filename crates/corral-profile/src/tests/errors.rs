@@ -10,8 +10,8 @@ const TYPES: &str = "bind, ro-bind, dev-bind, bind-try, ro-bind-try, dev-bind-tr
 fn unknown_top_level_key() {
     assert_eq!(
         check_err("hostname = \"web\"\nhostnme = \"x\"\n"),
-        "/etc/corral/profile.toml:2:1: top level: expected one of the keys hostname, workdir, plan, \
-         namespaces, env, tmp, seccomp, limits, mount; found unknown key \"hostnme\""
+        "/etc/corral/profile.toml:2:1: top level: expected one of the keys hostname, workdir, shell, \
+         plan, namespaces, env, tmp, seccomp, limits, mount; found unknown key \"hostnme\""
     );
 }
 

@@ -215,3 +215,27 @@ fn check_only_knows_the_default_plan() {
     assert_eq!(plan.limits.plan, "gold");
     assert_eq!(plan.limits.values.len(), 1);
 }
+
+#[test]
+fn shell_from_profile_override_or_passwd() {
+    // Not named: the passwd shell.
+    let p = super::example_plan("", None).unwrap();
+    assert_eq!(p.tenant.shell, std::path::Path::new("/bin/sh"));
+    // The template names one, the override another: the override wins.
+    let p = super::example_plan("shell = \"/bin/bash\"\n", Some("shell = \"$HOME/bin/zsh\"\n")).unwrap();
+    assert_eq!(p.tenant.shell, std::path::Path::new("/home/example/bin/zsh"));
+    let e = super::example_plan("shell = \"bash\"\n", None).unwrap_err().to_string();
+    assert!(e.contains("/etc/corral/profile.toml:1:9"), "{e}");
+}
+
+#[test]
+fn corral_shell_in_passwd_means_bash_inside() {
+    assert_eq!(
+        crate::build::real_shell(std::path::Path::new("/usr/sbin/corral-shell")),
+        std::path::Path::new("/bin/bash")
+    );
+    assert_eq!(
+        crate::build::real_shell(std::path::Path::new("/bin/zsh")),
+        std::path::Path::new("/bin/zsh")
+    );
+}
