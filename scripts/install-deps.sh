@@ -12,6 +12,9 @@ PACKAGES=(
   nginx-light fcgiwrap nghttp2-client siege php-cgi php-fpm
   # peer sandboxes measured by the benchmarks
   bubblewrap
+  # login paths caged by corral-shell and pam_corral.so, tested for real
+  # (libpam0g-dev: the PAM module links libpam)
+  openssh-server openssh-client cron libpam0g-dev
   # cgroup v2 tests boot a Debian kernel under qemu
   qemu-system-x86 linux-image-amd64 busybox-static cpio
 )
@@ -31,7 +34,7 @@ if ((${#missing[@]})); then
 fi
 
 # Distribution services must not keep running: tests and benchmarks start their own.
-for svc in nginx php8.2-fpm php-fpm; do
+for svc in nginx php8.2-fpm php-fpm ssh cron; do
   if [ -x "/etc/init.d/$svc" ]; then "/etc/init.d/$svc" stop >/dev/null 2>&1 || true; fi
 done
 

@@ -37,3 +37,15 @@ build_release() {
   CORRAL="$REPO/target/$(host_target)/release/corral"
   export CORRAL
 }
+
+# pam_corral.so is a shared object that libpam loads into sshd, cron and su:
+# built without crt-static (a static glibc makes no shared objects, and rustc
+# drops the cdylib under crt-static), in a target dir of its own so that it
+# never waits on the static build's lock. Sets CORRAL_PAM_MODULE.
+build_pam_module() {
+  local profile=${1:-debug} flag=()
+  [ "$profile" = release ] && flag=(--release)
+  (cd "$REPO" && CARGO_TARGET_DIR="$REPO/target/pam" cargo build -q -p pam-corral "${flag[@]}")
+  CORRAL_PAM_MODULE="$REPO/target/pam/$profile/libpam_corral.so"
+  export CORRAL_PAM_MODULE
+}

@@ -8,6 +8,8 @@ cd "$REPO"
 scripts/install-deps.sh
 scripts/test-users.sh
 start=$(date +%s)
+echo "== pam_corral.so (shared object, for the login tests)" >&2
+build_pam_module
 echo "== cargo test (workspace)" >&2
 static_cargo test --workspace --no-fail-fast -- --test-threads=2
 if [ -x scripts/fuzz.sh ]; then

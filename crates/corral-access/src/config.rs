@@ -131,7 +131,9 @@ impl AccessConfig {
         }
         if c.cgroup_parent.is_empty()
             || c.cgroup_parent.starts_with('/')
-            || c.cgroup_parent.split('/').any(|s| s.is_empty() || s == "..")
+            || c.cgroup_parent
+                .split('/')
+                .any(|s| s.is_empty() || s == "..")
         {
             return Err(invalid(format!(
                 "cgroup_parent = {:?}: expected a relative cgroup path without '..'",
@@ -144,7 +146,11 @@ impl AccessConfig {
     /// Is this user caged? Root never is, nor a user below `min_uid` or in
     /// `exempt`; with `group`, only the group's members (primary or
     /// supplementary) are.
-    pub fn caged(&self, db: &corral_users::Db, user: &corral_users::User) -> Result<bool, ConfigError> {
+    pub fn caged(
+        &self,
+        db: &corral_users::Db,
+        user: &corral_users::User,
+    ) -> Result<bool, ConfigError> {
         if user.uid == 0 || user.uid < self.min_uid || self.exempt.iter().any(|e| *e == user.name) {
             return Ok(false);
         }
@@ -190,7 +196,10 @@ mod tests {
     fn a_missing_file_is_the_default_only_when_not_named() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("access.toml");
-        assert_eq!(AccessConfig::load(&p, false).unwrap(), AccessConfig::default());
+        assert_eq!(
+            AccessConfig::load(&p, false).unwrap(),
+            AccessConfig::default()
+        );
         assert!(matches!(
             AccessConfig::load(&p, true),
             Err(ConfigError::Read { .. })
@@ -216,7 +225,11 @@ mod tests {
             "tenants:x:3000:bob\nalicegrp:x:3001:\n",
         )
         .unwrap();
-        std::fs::write(dir.path().join("nsswitch.conf"), "group: files\npasswd: files\n").unwrap();
+        std::fs::write(
+            dir.path().join("nsswitch.conf"),
+            "group: files\npasswd: files\n",
+        )
+        .unwrap();
         let db = corral_users::Db {
             passwd: dir.path().join("passwd"),
             group: dir.path().join("group"),
@@ -234,8 +247,14 @@ mod tests {
         assert!(c.caged(&db, &user("alice", 1002, 3001)).unwrap());
         c.group = Some("tenants".into());
         assert!(!c.caged(&db, &user("alice", 1002, 3001)).unwrap());
-        assert!(c.caged(&db, &user("bob", 1003, 1003)).unwrap(), "supplementary member");
-        assert!(c.caged(&db, &user("carol", 1004, 3000)).unwrap(), "primary group");
+        assert!(
+            c.caged(&db, &user("bob", 1003, 1003)).unwrap(),
+            "supplementary member"
+        );
+        assert!(
+            c.caged(&db, &user("carol", 1004, 3000)).unwrap(),
+            "primary group"
+        );
         c.group = Some("nosuchgroup".into());
         assert!(!c.caged(&db, &user("bob", 1003, 1003)).unwrap());
     }

@@ -44,7 +44,11 @@ pub fn open(owner: Option<libc::uid_t>, size_from: RawFd) -> Result<Pty, Errno> 
         if libc::ioctl(m, libc::TIOCSPTLCK, &unlock) < 0 {
             return Err(Errno::last());
         }
-        libc::ioctl(m, libc::TIOCGPTPEER, libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC)
+        libc::ioctl(
+            m,
+            libc::TIOCGPTPEER,
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        )
     };
     if s < 0 {
         return Err(Errno::last());
@@ -53,7 +57,10 @@ pub fn open(owner: Option<libc::uid_t>, size_from: RawFd) -> Result<Pty, Errno> 
     let slave = unsafe { OwnedFd::from_raw_fd(s) };
     if let Some(uid) = owner {
         nix::unistd::fchown(slave.as_raw_fd(), Some(uid.into()), None)?;
-        nix::sys::stat::fchmod(slave.as_raw_fd(), nix::sys::stat::Mode::from_bits_truncate(0o620))?;
+        nix::sys::stat::fchmod(
+            slave.as_raw_fd(),
+            nix::sys::stat::Mode::from_bits_truncate(0o620),
+        )?;
     }
     copy_size(size_from, m);
     Ok(Pty { master, slave })
@@ -101,7 +108,7 @@ impl Raw {
         let saved = termios::tcgetattr(b).ok()?;
         let mut raw = saved.clone();
         termios::cfmakeraw(&mut raw);
-        termios::tcsetattr(b, SetArg::TCSAFLUSH, &raw).ok()?;
+        termios::tcsetattr(b, SetArg::TCSANOW, &raw).ok()?;
         Some(Raw { fd, saved })
     }
 }
@@ -110,7 +117,7 @@ impl Drop for Raw {
     fn drop(&mut self) {
         // SAFETY: as in `set`.
         let b = unsafe { BorrowedFd::borrow_raw(self.fd) };
-        let _ = termios::tcsetattr(b, SetArg::TCSAFLUSH, &self.saved);
+        let _ = termios::tcsetattr(b, SetArg::TCSADRAIN, &self.saved);
     }
 }
 
@@ -139,7 +146,8 @@ const HANDLED: [Signal; 5] = [
 /// Relay between this process's stdin/stdout (the caller's terminal) and
 /// `master` until `child` ends; returns its status as a shell reports it.
 pub fn relay(master: OwnedFd, child: Pid) -> Result<i32, Errno> {
-    let (wake_r, wake_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)?;
+    let (wake_r, wake_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)?;
     WAKE.store(wake_w.as_raw_fd(), Ordering::Relaxed);
     for s in HANDLED {
         // SAFETY: `on_signal` only calls write(2), which is async-signal-safe.
@@ -166,7 +174,11 @@ pub fn relay(master: OwnedFd, child: Pid) -> Result<i32, Errno> {
             Ok(_) | Err(Errno::EINTR) => {}
             Err(e) => return Err(e),
         }
-        let ready = |i: usize| fds.get(i).and_then(|f| f.revents()).is_some_and(|r| !r.is_empty());
+        let ready = |i: usize| {
+            fds.get(i)
+                .and_then(|f| f.revents())
+                .is_some_and(|r| !r.is_empty())
+        };
         let (sig, out, inp) = (ready(0), ready(1), ready(2));
         if sig {
             let mut b = [0u8; 32];
@@ -190,7 +202,10 @@ pub fn relay(master: OwnedFd, child: Pid) -> Result<i32, Errno> {
         }
     };
     // What the shell wrote last, still buffered in the pty.
-    let _ = nix::fcntl::fcntl(master.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK));
+    let _ = nix::fcntl::fcntl(
+        master.as_raw_fd(),
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    );
     while pump(master.as_raw_fd(), 1, &mut buf) {}
     for s in HANDLED {
         // SAFETY: restoring the default disposition.

@@ -150,13 +150,20 @@ pub fn enter_session(cfg: &AccessConfig, tenant: &str) -> Result<Session, EnterE
         tenant: tenant.into(),
         source,
     })?;
-    corral_security::caps::drop_bounding_set(last_cap).map_err(harden("capability bounding set"))?;
+    corral_security::caps::drop_bounding_set(last_cap)
+        .map_err(harden("capability bounding set"))?;
     corral_security::caps::clear_ambient().map_err(harden("ambient capabilities"))?;
     corral_security::caps::set_no_new_privs().map_err(harden("no_new_privs"))?;
     corral_security::fds::cloexec_fds_from(3).map_err(harden("close-on-exec"))?;
     if let Some(filter) = entered.security.filter() {
         filter.apply().map_err(harden("seccomp"))?;
     }
-    let env = t.plan.env.set.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let env = t
+        .plan
+        .env
+        .set
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     Ok(Session { entered, env })
 }

@@ -121,7 +121,10 @@ pub fn main() -> i32 {
             return 2;
         }
     };
-    let (ruid, euid) = (nix::unistd::getuid().as_raw(), nix::unistd::geteuid().as_raw());
+    let (ruid, euid) = (
+        nix::unistd::getuid().as_raw(),
+        nix::unistd::geteuid().as_raw(),
+    );
     let db = corral_users::Db::system();
     let user = match db.user_by_uid(ruid) {
         Ok(Some(u)) => u,
@@ -157,7 +160,11 @@ fn fallback_shell(login: &Path) -> PathBuf {
 }
 
 /// Run as the setuid-root login shell of `user`.
-fn privileged(db: &corral_users::Db, user: &corral_users::User, inv: &Invocation) -> Result<i32, EnterError> {
+fn privileged(
+    db: &corral_users::Db,
+    user: &corral_users::User,
+    inv: &Invocation,
+) -> Result<i32, EnterError> {
     // Wholly root while corral works: a real uid of the tenant's would let
     // it signal what this process starts (the init on a first login).
     set_ids(0, 0, &[]).map_err(|errno| harden(user, "become root", errno))?;
@@ -183,7 +190,10 @@ fn privileged(db: &corral_users::Db, user: &corral_users::User, inv: &Invocation
     // SAFETY: isatty only queries fd 0.
     let terminal = unsafe { libc::isatty(0) } == 1;
     let pty = if terminal {
-        Some(pty::open(Some(t.plan.tenant.uid), 0).map_err(|errno| harden(user, "open a pty", errno))?)
+        Some(
+            pty::open(Some(t.plan.tenant.uid), 0)
+                .map_err(|errno| harden(user, "open a pty", errno))?,
+        )
     } else {
         None
     };
@@ -249,7 +259,10 @@ fn unprivileged(user: &corral_users::User, inv: &Invocation) -> i32 {
     match relay_local(&shell, inv, user.uid) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("corral-shell: session refused: {}: open a pty: {e}", user.name);
+            eprintln!(
+                "corral-shell: session refused: {}: open a pty: {e}",
+                user.name
+            );
             EXIT_REFUSED
         }
     }
@@ -291,7 +304,9 @@ fn relay_local(shell: &Path, inv: &Invocation, uid: libc::uid_t) -> Result<i32, 
             Ok(())
         });
     }
-    let child = cmd.spawn().map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    let child = cmd
+        .spawn()
+        .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
     drop(p.slave);
     // SAFETY: the process is not dumpable from here: the caller's terminal
     // it relays can't be taken through /proc by the tenant's processes.
@@ -313,7 +328,11 @@ fn exec_plain(shell: &Path, inv: &Invocation) -> i32 {
     }
 }
 
-fn set_ids(uid: libc::uid_t, gid: libc::gid_t, groups: &[libc::gid_t]) -> Result<(), nix::errno::Errno> {
+fn set_ids(
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+    groups: &[libc::gid_t],
+) -> Result<(), nix::errno::Errno> {
     // SAFETY: setgroups reads `groups.len()` gids from a live slice;
     // setresgid/setresuid take plain ids.
     unsafe {
@@ -354,9 +373,15 @@ mod tests {
         assert_eq!(i.argv(Path::new("/bin/bash")), ["/bin/bash", "-l"]);
         let i = Invocation::parse(&os(&["corral-shell", "-c", "scp -t /tmp"])).unwrap();
         assert!(!i.login);
-        assert_eq!(i.argv(Path::new("/bin/sh")), ["/bin/sh", "-c", "scp -t /tmp"]);
+        assert_eq!(
+            i.argv(Path::new("/bin/sh")),
+            ["/bin/sh", "-c", "scp -t /tmp"]
+        );
         let i = Invocation::parse(&os(&["-corral-shell", "-c", "echo $0", "zero"])).unwrap();
-        assert_eq!(i.argv(Path::new("/bin/sh")), ["/bin/sh", "-l", "-c", "echo $0", "zero"]);
+        assert_eq!(
+            i.argv(Path::new("/bin/sh")),
+            ["/bin/sh", "-l", "-c", "echo $0", "zero"]
+        );
         assert!(Invocation::parse(&os(&["corral-shell", "-c"])).is_err());
         assert!(Invocation::parse(&os(&["corral-shell", "--rcfile", "x"])).is_err());
     }

@@ -59,7 +59,8 @@ struct PamConv {
 
 #[link(name = "pam")]
 extern "C" {
-    fn pam_get_item(pamh: *const pam_handle_t, item_type: c_int, item: *mut *const c_void) -> c_int;
+    fn pam_get_item(pamh: *const pam_handle_t, item_type: c_int, item: *mut *const c_void)
+        -> c_int;
     fn pam_putenv(pamh: *mut pam_handle_t, name_value: *const c_char) -> c_int;
 }
 
@@ -79,7 +80,11 @@ fn parse_args(args: &[&str]) -> Result<Args, String> {
         match arg.split_once('=') {
             Some(("config", v)) if v.starts_with('/') => a.config = Some(PathBuf::from(v)),
             None if *arg == "debug" => a.debug = true,
-            _ => return Err(format!("unknown argument {arg:?} (expected config=/ABSOLUTE/PATH or debug)")),
+            _ => {
+                return Err(format!(
+                    "unknown argument {arg:?} (expected config=/ABSOLUTE/PATH or debug)"
+                ))
+            }
         }
     }
     Ok(a)
@@ -195,7 +200,10 @@ fn open_session(pamh: *mut pam_handle_t, args: &[&str]) -> c_int {
         }
     }
     if args.debug {
-        log(libc::LOG_DEBUG, &format!("{name}: session placed in its sandbox"));
+        log(
+            libc::LOG_DEBUG,
+            &format!("{name}: session placed in its sandbox"),
+        );
     }
     // The entry-process slot stays held for as long as this process (the
     // session) lives; it is released when the process exits.

@@ -222,9 +222,18 @@ fn shell_from_profile_override_or_passwd() {
     let p = super::example_plan("", None).unwrap();
     assert_eq!(p.tenant.shell, std::path::Path::new("/bin/sh"));
     // The template names one, the override another: the override wins.
-    let p = super::example_plan("shell = \"/bin/bash\"\n", Some("shell = \"$HOME/bin/zsh\"\n")).unwrap();
-    assert_eq!(p.tenant.shell, std::path::Path::new("/home/example/bin/zsh"));
-    let e = super::example_plan("shell = \"bash\"\n", None).unwrap_err().to_string();
+    let p = super::example_plan(
+        "shell = \"/bin/bash\"\n",
+        Some("shell = \"$HOME/bin/zsh\"\n"),
+    )
+    .unwrap();
+    assert_eq!(
+        p.tenant.shell,
+        std::path::Path::new("/home/example/bin/zsh")
+    );
+    let e = super::example_plan("shell = \"bash\"\n", None)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("/etc/corral/profile.toml:1:9"), "{e}");
 }
 
