@@ -320,6 +320,9 @@ fn start_init(
             }
             // SAFETY: unshare takes only flags.
             if unsafe { libc::unshare(flags.bits()) } < 0 {
+                // SAFETY: _exit is async-signal-safe and skips the parent's
+                // atexit handlers and buffers, which the forked child must
+                // not run.
                 unsafe { libc::_exit(2) };
             }
             if user {

@@ -279,6 +279,7 @@ pub fn run_bench_smoke(
         // SAFETY: signalling the process group we created.
         unsafe { libc::kill(pid, libc::SIGTERM) };
         std::thread::sleep(grace);
+        // SAFETY: as above; the group's leader is our unreaped child.
         unsafe { libc::kill(-pid, libc::SIGKILL) };
     });
     let o = child.wait_with_output().unwrap();
