@@ -2,6 +2,7 @@
 //! of the corral-bench suites (see docs/benchmarks.md).
 
 use crate::ctx::{Ctx, EXIT_FAILURE};
+use crate::out::{out, outln};
 use clap::{Args, Subcommand};
 use corral_bench::suites::{self, headline, Level, Options, Suite};
 use corral_bench::{compare, BenchError, ResultSet};
@@ -110,7 +111,7 @@ pub fn bench(ctx: &Ctx, cmd: BenchCmd) -> anyhow::Result<i32> {
             .into_iter()
             .map(|l| l.to_vec())
             .collect();
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "results": paths.json, "report_md": paths.markdown, "report_html": paths.html,
@@ -118,8 +119,8 @@ pub fn bench(ctx: &Ctx, cmd: BenchCmd) -> anyhow::Result<i32> {
             })
         );
     } else {
-        print!("{}", headline::render(&outcome.results));
-        println!(
+        out!("{}", headline::render(&outcome.results));
+        outln!(
             "\nwrote {}, {}, {}",
             paths.json.display(),
             paths.markdown.display(),
@@ -196,13 +197,13 @@ fn compare_cmd(ctx: &Ctx, old: &Path, new: &Path) -> anyhow::Result<i32> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         if o.quick != n.quick {
-            println!("note: one run is quick/smoke and the other is not: the numbers are not comparable\n");
+            outln!("note: one run is quick/smoke and the other is not: the numbers are not comparable\n");
         }
-        print!("{}", compare::render_plain(&rows));
-        println!("\n{}", compare::summary(&rows));
+        out!("{}", compare::render_plain(&rows));
+        outln!("\n{}", compare::summary(&rows));
     }
     Ok(0)
 }
