@@ -37,3 +37,11 @@ build_release() {
   CORRAL="$REPO/target/$(host_target)/release/corral"
   export CORRAL
 }
+
+# Release build of corral-bench (the benchmarks, a program of their own),
+# next to corral, which it measures.
+build_bench() {
+  (cd "$REPO" && static_cargo build --release -p corral-bench --bin corral-bench)
+  CORRAL_BENCH="$REPO/target/$(host_target)/release/corral-bench"
+  export CORRAL_BENCH
+}
