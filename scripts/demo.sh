@@ -7,8 +7,9 @@ need_root
 cd "$REPO"
 scripts/install-deps.sh
 scripts/test-users.sh
-echo "== building corral (release)" >&2
+echo "== building corral and corral-bench (release)" >&2
 build_release
+build_bench
 
 # The demo uses the embedded default profile and plan: no /etc/corral needed.
 export CORRAL_CONFIG_DIR="${CORRAL_CONFIG_DIR:-$REPO/target/demo-config}"
@@ -34,8 +35,6 @@ show $T1 'echo processes visible: $(ls -d /proc/[0-9]* | wc -l); cat /proc/1/cmd
 show $T1 "ls $(getent passwd $T2 | cut -d: -f6) 2>&1 || true"
 show $T2 'public_html/hello.cgi'
 
-if "$CORRAL" bench --help >/dev/null 2>&1; then
-  echo "== corral bench all --quick" >&2
-  "$CORRAL" bench all --quick --out "$REPO/corral-bench" --tenants "$T1,$T2"
-  echo "report: $REPO/corral-bench/report.html (and report.md, results.json)"
-fi
+echo "== corral-bench all --quick" >&2
+"$CORRAL_BENCH" --corral "$CORRAL" all --quick --out "$REPO/corral-bench" --tenants "$T1,$T2"
+echo "report: $REPO/corral-bench/report.html (and report.md, results.json)"

@@ -42,4 +42,12 @@ if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
   echo "install-deps: no Rust toolchain found: install stable Rust with rustup (https://rustup.rs), then run this again" >&2
   exit 1
 fi
+# scripts/test.sh gates on rustfmt and clippy: add them to a rustup toolchain
+# that lacks them.
+export PATH="$HOME/.cargo/bin:$PATH"
+for tool in rustfmt:cargo-fmt clippy:cargo-clippy; do
+  if ! command -v "${tool#*:}" >/dev/null 2>&1 && command -v rustup >/dev/null 2>&1; then
+    rustup component add "${tool%%:*}"
+  fi
+done
 echo "install-deps: ok" >&2

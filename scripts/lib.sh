@@ -49,3 +49,11 @@ build_pam_module() {
   CORRAL_PAM_MODULE="$REPO/target/pam/$profile/libpam_corral.so"
   export CORRAL_PAM_MODULE
 }
+
+# Release build of corral-bench (the benchmarks, a program of their own),
+# next to corral, which it measures.
+build_bench() {
+  (cd "$REPO" && static_cargo build --release -p corral-bench --bin corral-bench)
+  CORRAL_BENCH="$REPO/target/$(host_target)/release/corral-bench"
+  export CORRAL_BENCH
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test of corral: unit and integration tests (as root, with real
-# namespaces and cgroups), then a bounded fuzzing run of every parser.
+# Runs every test of corral: the style gates (rustfmt, clippy), unit and
+# integration tests (as root, with real namespaces and cgroups), then a
+# bounded fuzzing run of every parser.
 # Installs what it needs first. Usage: sudo scripts/test.sh
 source "$(dirname "$0")/lib.sh"
 need_root
@@ -8,6 +9,13 @@ cd "$REPO"
 scripts/install-deps.sh
 scripts/test-users.sh
 start=$(date +%s)
+# Style gates first: formatting, then clippy with every warning an error
+# (the workspace's [workspace.lints] included, e.g. a SAFETY comment on every
+# unsafe block). Either failing fails the run (set -e).
+echo "== cargo fmt --check" >&2
+cargo fmt --all --check
+echo "== cargo clippy (workspace, all targets, -D warnings)" >&2
+static_cargo clippy --workspace --all-targets -- -D warnings
 echo "== pam_corral.so (shared object, for the login tests)" >&2
 build_pam_module
 echo "== cargo test (workspace)" >&2

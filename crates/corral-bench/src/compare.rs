@@ -1,4 +1,4 @@
-//! `corral bench compare OLD NEW`: figure-by-figure medians of two result sets.
+//! `corral-bench compare OLD NEW`: figure-by-figure medians of two result sets.
 //!
 //! For each `(suite, test, mode, figure)` present in either set, the ratio is
 //! `new median / old median`. The verdict uses the figure's `better`

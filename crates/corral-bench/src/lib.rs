@@ -1,7 +1,7 @@
 //! corral-bench: the `results.json` schema, machine description, statistics,
 //! parsers for h2load and siege output, Markdown and HTML reports, run-to-run
 //! comparison and progress display; and the [`suites`] that drive sandboxes
-//! (`corral bench join|cgi|micro|pidns|all`). See `docs/benchmarks.md`.
+//! (`corral-bench join|cgi|micro|pidns|all`). See `docs/benchmarks.md`.
 
 pub mod compare;
 pub mod error;

@@ -126,6 +126,8 @@ impl Machine {
 fn uname() -> Option<String> {
     // SAFETY: utsname is plain old data; uname fills it with NUL-terminated strings.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable utsname that outlives the call; uname
+    // writes only within it.
     if unsafe { libc::uname(&mut u) } != 0 {
         return None;
     }

@@ -273,16 +273,9 @@ pub fn normalize(p: &Path) -> Option<PathBuf> {
     Some(out)
 }
 
+/// A Unix user name as corral takes one (corral-users' check).
 fn check_tenant(name: &str) -> Result<(), &'static str> {
-    let mut chars = name.chars();
-    let first_ok = matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c == '_');
-    let rest_ok =
-        chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-'));
-    if first_ok && rest_ok && name.len() <= 32 {
-        Ok(())
-    } else {
-        Err("not a tenant name")
-    }
+    corral_users::check_user_name(name).map_err(|_| "not a tenant name")
 }
 
 #[cfg(test)]

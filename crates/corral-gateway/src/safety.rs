@@ -427,6 +427,26 @@ mod tests {
         p
     }
 
+    /// The current user with a home of the test's own (an empty temp dir):
+    /// no other temp dir lies inside it, wherever TMPDIR points (also inside
+    /// the real home), so the home area never covers a test's paths.
+    fn me_with_own_home() -> (tempfile::TempDir, TenantUser) {
+        let home = tempfile::tempdir().unwrap();
+        let mut me = TenantUser::by_uid(nix::unistd::geteuid().as_raw()).unwrap();
+        me.home = home.path().canonicalize().unwrap();
+        (home, me)
+    }
+
+    /// [`check`] for `tenant` as given (its home included), not as passwd
+    /// has it.
+    fn check_as(
+        path: &str,
+        map: &TenantMap,
+        tenant: &TenantUser,
+    ) -> Result<CheckedScript, Refusal> {
+        verify(locate(path, None, map)?, tenant.clone(), map)
+    }
+
     fn rule(r: Result<CheckedScript, Refusal>) -> &'static str {
         r.map(|_| "ok").unwrap_or_else(|e| e.rule)
     }
@@ -493,17 +513,15 @@ mod tests {
             "regular-file"
         );
         // Symlink escape: a link inside the area to a file outside it (the
-        // other temp dir is outside unless the user's home holds /tmp).
+        // other temp dir; the home is one of the test's own, outside both).
         let outside = tempfile::tempdir().unwrap();
         let target = script(outside.path(), "t.cgi", 0o755);
         std::os::unix::fs::symlink(&target, base.join("escape.cgi")).unwrap();
-        let me = TenantUser::by_uid(nix::unistd::geteuid().as_raw()).unwrap();
-        if !outside.path().canonicalize().unwrap().starts_with(&me.home) {
-            assert_eq!(
-                rule(check(&s(&base.join("escape.cgi")), None, &map)),
-                "symlink-escape"
-            );
-        }
+        let (_home, me) = me_with_own_home();
+        assert_eq!(
+            rule(check_as(&s(&base.join("escape.cgi")), &map, &me)),
+            "symlink-escape"
+        );
         // A group-writable directory.
         let w = base.join("w");
         std::fs::create_dir(&w).unwrap();
@@ -537,10 +555,13 @@ mod tests {
         let c = check(link.join("a.cgi").to_str().unwrap(), None, &map).unwrap();
         assert_eq!(c.real, p);
         assert_eq!(c.tenant, me);
-        // Requested by its real path: not inside the area as written.
-        if !real.starts_with(&me.home) {
-            assert_eq!(rule(check(p.to_str().unwrap(), None, &map)), "inside-home");
-        }
+        // Requested by its real path: not inside the area as written (nor
+        // in the home: one of the test's own).
+        let (_home, me) = me_with_own_home();
+        assert_eq!(
+            rule(check_as(p.to_str().unwrap(), &map, &me)),
+            "inside-home"
+        );
     }
 
     #[test]
@@ -549,9 +570,11 @@ mod tests {
         let base = d.path().canonicalize().unwrap();
         let p = script(&base, "a.cgi", 0o755);
         let none = TenantMap::parse("min_uid = 0", Path::new("t")).unwrap();
-        if !base.starts_with(&me.home) {
-            assert_eq!(rule(check(p.to_str().unwrap(), None, &none)), "inside-home");
-        }
+        let (_home, own) = me_with_own_home();
+        assert_eq!(
+            rule(check_as(p.to_str().unwrap(), &none, &own)),
+            "inside-home"
+        );
         let high = TenantMap::parse(
             &format!(
                 "min_uid = {}\nallow_dirs = [{:?}]",

@@ -142,6 +142,8 @@ impl Sandbox {
 fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     // SAFETY: integer arguments; a non-negative result is a new fd we own.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: pidfd_open returned a new descriptor nothing else owns, so the
+    // OwnedFd is its only owner (and closes it once).
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 

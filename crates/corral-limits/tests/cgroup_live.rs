@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{busy_loops, cpu_fraction, host_backend, serial, spawn_in, LoopDevice, TestParent};
+use common::{
+    busy_loops, cpu_fraction, host_backend, serial, skip, spawn_in, LoopDevice, TestParent,
+};
 use corral_limits::{Controller, Limits};
 use std::io::Read;
 use std::time::{Duration, Instant};
@@ -82,9 +84,7 @@ fn assert_cpu_near(
 
 #[test]
 fn lifecycle_add_procs_kill_remove() {
-    let Some(host) = host_backend("lifecycle") else {
-        return;
-    };
+    let host = host_backend();
     let _s = serial();
     let parent = TestParent::new(&host);
     let cg = parent.tenant("life");
@@ -125,9 +125,7 @@ fn lifecycle_add_procs_kill_remove() {
 
 #[test]
 fn fork_bomb_stops_at_process_limit() {
-    let Some(host) = host_backend("fork bomb") else {
-        return;
-    };
+    let host = host_backend();
     let _s = serial();
     let parent = TestParent::new(&host);
     let bomb_cg = parent.tenant("bomb");
@@ -178,9 +176,7 @@ fn fork_bomb_stops_at_process_limit() {
 
 #[test]
 fn memory_hog_is_oom_killed_and_neighbour_untouched() {
-    let Some(host) = host_backend("memory hog") else {
-        return;
-    };
+    let host = host_backend();
     let _s = serial();
     let parent = TestParent::new(&host);
     let hog_cg = parent.tenant("hog");
@@ -213,9 +209,7 @@ fn memory_hog_is_oom_killed_and_neighbour_untouched() {
 
 #[test]
 fn cpu_limit_holds_at_50_percent() {
-    let Some(host) = host_backend("cpu 50%") else {
-        return;
-    };
+    let host = host_backend();
     let _s = serial();
     let parent = TestParent::new(&host);
     let cg = parent.tenant("cpu");
@@ -235,9 +229,7 @@ fn cpu_limit_holds_at_50_percent() {
 
 #[test]
 fn cpu_limit_changes_live() {
-    let Some(host) = host_backend("live cpu change") else {
-        return;
-    };
+    let host = host_backend();
     let _s = serial();
     let parent = TestParent::new(&host);
     let cg = parent.tenant("live");
@@ -258,14 +250,15 @@ fn cpu_limit_changes_live() {
 
 #[test]
 fn direct_io_is_throttled_on_a_loop_device() {
-    let Some(host) = host_backend("io") else {
-        return;
-    };
+    let host = host_backend();
     let _s = serial();
     let dev = match LoopDevice::new(64 << 20) {
         Ok(d) => d,
         Err(reason) => {
-            println!("SKIP io limit test: loop devices unavailable: {reason}");
+            skip(
+                "direct_io_is_throttled_on_a_loop_device",
+                &format!("loop devices unavailable: {reason}"),
+            );
             return;
         }
     };
@@ -297,9 +290,7 @@ fn direct_io_is_throttled_on_a_loop_device() {
 
 #[test]
 fn bad_limits_change_nothing_on_a_live_cgroup() {
-    let Some(host) = host_backend("bad limits") else {
-        return;
-    };
+    let host = host_backend();
     let _s = serial();
     let parent = TestParent::new(&host);
     let cg = parent.tenant("bad");

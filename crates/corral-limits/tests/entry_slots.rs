@@ -11,8 +11,11 @@ use std::time::{Duration, Instant};
 const HELPER_ENV: &str = "CORRAL_ENTRY_HELPER";
 
 /// Helper mode: `dir:limit`. Prints `ENTRY ok <slot>` or `ENTRY full`, then
-/// holds the slot until stdin reaches EOF (at most 30 s).
+/// holds the slot until stdin reaches EOF (at most 30 s). Not a test of its
+/// own: ignored, so a test run lists it as such; `Helper::start` runs it
+/// with `--ignored`.
 #[test]
+#[ignore = "the helper process of the entry-slot tests (they run it)"]
 fn entry_helper() {
     let Ok(spec) = std::env::var(HELPER_ENV) else {
         return;
@@ -51,7 +54,13 @@ struct Helper {
 impl Helper {
     fn start(dir: &Path, limit: u32) -> Helper {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "entry_helper", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "entry_helper",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(HELPER_ENV, format!("{}:{limit}", dir.display()))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -39,8 +39,6 @@ pub enum SandboxError {
     Cgroup(String),
     #[error("tenant init for {tenant} failed to build the sandbox: {message}")]
     Setup { tenant: String, message: String },
-    #[error("tenant {0} is not up")]
-    NotUp(String),
     #[error(transparent)]
     Ns(#[from] namespaces::NsError),
 }
@@ -73,15 +71,15 @@ pub enum UpOutcome {
     },
 }
 
-/// An exclusive flock on the tenant's lock file, released on drop. Lock files
-/// live in <state>/locks and are never removed (removing a lock file others
-/// may be waiting on would let two holders in).
+/// An exclusive flock on the tenant's lock file ([`Layout::lock_file`]),
+/// released on drop. Lock files are never removed (removing a lock file
+/// others may be waiting on would let two holders in).
 pub struct TenantLock(#[allow(dead_code)] nix::fcntl::Flock<std::fs::File>);
 
 pub fn lock(layout: &Layout, tenant: &str) -> Result<TenantLock, SandboxError> {
-    let dir = layout.state_dir.join("locks");
+    let dir = layout.locks();
     std::fs::create_dir_all(&dir).map_err(io(format!("create {}", dir.display())))?;
-    let p = dir.join(format!("{tenant}.lock"));
+    let p = layout.lock_file(tenant);
     let f = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -320,6 +318,9 @@ fn start_init(
             }
             // SAFETY: unshare takes only flags.
             if unsafe { libc::unshare(flags.bits()) } < 0 {
+                // SAFETY: _exit is async-signal-safe and skips the parent's
+                // atexit handlers and buffers, which the forked child must
+                // not run.
                 unsafe { libc::_exit(2) };
             }
             if user {

@@ -1,8 +1,9 @@
 //! The state directory: where a tenant's persisted sandbox is found.
 //!
 //! ```text
+//! <state>/locks/<name>.lock  flock: serialises up/down/restart of the tenant
+//!                            (outside its directory, which down removes)
 //! <state>/tenants/<name>/
-//!     lock          flock: serialises up/down/restart of this tenant
 //!     state.json    init pid + start time, profile digest, creation time
 //!     plan.json     the plan the sandbox was built from (read by `run`)
 //!     control.sock  the init's control socket (host side only)
@@ -53,6 +54,13 @@ impl Layout {
     pub fn tenants(&self) -> PathBuf {
         self.state_dir.join("tenants")
     }
+    /// The tenants' lock files (never removed: see `lifecycle::lock`).
+    pub fn locks(&self) -> PathBuf {
+        self.state_dir.join("locks")
+    }
+    pub fn lock_file(&self, tenant: &str) -> PathBuf {
+        self.locks().join(format!("{tenant}.lock"))
+    }
     pub fn tenant(&self, name: &str) -> TenantDir {
         TenantDir {
             dir: self.tenants().join(name),
@@ -84,9 +92,6 @@ pub struct TenantDir {
 }
 
 impl TenantDir {
-    pub fn lock(&self) -> PathBuf {
-        self.dir.join("lock")
-    }
     pub fn state(&self) -> PathBuf {
         self.dir.join("state.json")
     }

@@ -162,5 +162,36 @@ impl Db {
     }
 }
 
+/// `name` is not a user name as corral takes one (see [`check_user_name`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadUserName(pub String);
+
+impl std::fmt::Display for BadUserName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:?}: not a tenant name (expected a Unix user name like [a-z_][a-z0-9_.-]*, at most 32 characters)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for BadUserName {}
+
+/// A user name as corral accepts one without a passwd lookup (the user may
+/// be gone already, e.g. for `corral down`): `[a-z_][a-z0-9_.-]*`, at most
+/// 32 bytes, so never a path.
+pub fn check_user_name(name: &str) -> Result<(), BadUserName> {
+    let mut chars = name.chars();
+    let first_ok = matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c == '_');
+    let rest_ok =
+        chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-'));
+    if first_ok && rest_ok && name.len() <= 32 {
+        Ok(())
+    } else {
+        Err(BadUserName(name.to_string()))
+    }
+}
+
 #[cfg(test)]
 mod tests;

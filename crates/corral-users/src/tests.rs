@@ -315,3 +315,17 @@ fn system_lookups_agree_with_getent_and_id() {
         parse_group_line(&root_group).unwrap()
     );
 }
+
+#[test]
+fn user_names_are_checked_without_a_lookup() {
+    for ok in ["web1", "_x", "a.b-c_d", &"a".repeat(32)] {
+        assert_eq!(check_user_name(ok), Ok(()), "{ok}");
+    }
+    for bad in ["", "1web", "Web", "a/b", "..", "-a", "a b", &"a".repeat(33)] {
+        assert!(check_user_name(bad).is_err(), "{bad:?}");
+    }
+    assert!(check_user_name("../x")
+        .unwrap_err()
+        .to_string()
+        .contains("not a tenant name"));
+}

@@ -53,10 +53,5 @@ impl Ctx {
 /// A tenant name as `down` accepts it without a passwd lookup (the user may
 /// be gone already): a Unix user name, never a path.
 pub fn check_tenant_name(name: &str) -> anyhow::Result<()> {
-    let mut chars = name.chars();
-    let first_ok = matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c == '_');
-    let rest_ok =
-        chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-'));
-    anyhow::ensure!(first_ok && rest_ok && name.len() <= 32, "{name:?}: not a tenant name (expected a Unix user name like [a-z_][a-z0-9_.-]*, at most 32 characters)");
-    Ok(())
+    Ok(corral_users::check_user_name(name)?)
 }

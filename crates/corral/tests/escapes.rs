@@ -547,11 +547,14 @@ fn host_interface_addr() -> Option<std::net::Ipv4Addr> {
         let ifa = unsafe { &*cur };
         let up = ifa.ifa_flags & libc::IFF_UP as u32 != 0
             && ifa.ifa_flags & libc::IFF_LOOPBACK as u32 == 0;
-        // SAFETY: ifa_addr is checked for NULL and AF_INET before the cast.
         if up
             && !ifa.ifa_addr.is_null()
+            // SAFETY: ifa_addr is not NULL (checked just before) and points
+            // to a sockaddr of the list getifaddrs returned.
             && unsafe { (*ifa.ifa_addr).sa_family } as i32 == libc::AF_INET
         {
+            // SAFETY: an AF_INET address is a sockaddr_in (checked above),
+            // valid until freeifaddrs below.
             let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
             found = Some(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
             break;

@@ -38,7 +38,7 @@ fn live_cpu_limit_change_applies_to_a_running_tenant() {
     std::thread::sleep(Duration::from_millis(300));
     let high = stats(&env, T1, 2000)["cpu_percent"].as_f64().unwrap();
     eprintln!("cpu at 20%: {low:.1}%, at 60%: {high:.1}%");
-    assert!(low <= 30.0 && low >= 5.0, "20% limit held: {low}");
+    assert!((5.0..=30.0).contains(&low), "20% limit held: {low}");
     assert!(
         high > low + 15.0 && high <= 70.0,
         "60% limit applied live: {high}"

@@ -1,5 +1,5 @@
 //! The C workloads in `bench/c/`, embedded at build time and compiled on the
-//! machine that runs the benchmark (so `corral bench` works from an installed
+//! machine that runs the benchmark (so `corral-bench` works from an installed
 //! binary and the workloads match the local libc and kernel headers).
 
 use std::path::{Path, PathBuf};

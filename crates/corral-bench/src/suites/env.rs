@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::error::{BenchError, Result};
 use crate::suites::sys::{self, Output};
+use corral_sandbox::state::{Layout, TenantState};
 
 /// A tenant: a Unix user.
 #[derive(Debug, Clone)]
@@ -191,29 +192,35 @@ impl BenchEnv {
         ]
     }
 
-    /// `<state>/tenants/<name>/ns`: the persisted namespace files.
-    pub fn ns_dir(&self, tenant: &str) -> PathBuf {
-        self.state_dir.join("tenants").join(tenant).join("ns")
+    /// The run's state directory, as corral lays it out.
+    pub fn layout(&self) -> Layout {
+        Layout::new(&self.state_dir)
     }
 
-    /// The namespace files in join order, from the sandbox's state.json.
+    /// The directory of a tenant's persisted namespace files.
+    pub fn ns_dir(&self, tenant: &str) -> PathBuf {
+        self.layout().tenant(tenant).ns()
+    }
+
+    /// A running sandbox's state (its state.json).
+    pub fn tenant_state(&self, tenant: &str) -> Result<TenantState> {
+        let dir = self.layout().tenant(tenant);
+        match dir.read_state() {
+            Ok(Some(st)) => Ok(st),
+            Ok(None) => Err(BenchError::suite(
+                "setup",
+                format!(
+                    "{}: the sandbox of {tenant} is not up",
+                    dir.state().display()
+                ),
+            )),
+            Err(e) => Err(BenchError::io(dir.state(), e)),
+        }
+    }
+
+    /// The namespace files in join order, from the sandbox's state.
     pub fn namespaces(&self, tenant: &str) -> Result<Vec<String>> {
-        let p = self
-            .state_dir
-            .join("tenants")
-            .join(tenant)
-            .join("state.json");
-        let text = std::fs::read_to_string(&p).map_err(|e| BenchError::io(&p, e))?;
-        let v: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| BenchError::suite("setup", format!("{}: {e}", p.display())))?;
-        Ok(v["namespaces"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default())
+        Ok(self.tenant_state(tenant)?.namespaces)
     }
 
     /// `corral up TENANT` (optionally under `taskset -c CPU` so the tenant
@@ -316,9 +323,8 @@ impl BenchEnv {
             return problems;
         };
         let mut stuck = Vec::new();
-        if let Ok(rd) = std::fs::read_dir(self.state_dir.join("tenants")) {
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
+        if let Ok(names) = self.layout().list() {
+            for name in names {
                 let mut c = self.corral_cmd();
                 c.args(["down", &name]);
                 match sys::run_cleanup(&mut c, Duration::from_secs(60)) {
@@ -383,7 +389,7 @@ impl BenchEnv {
 impl Drop for BenchEnv {
     fn drop(&mut self) {
         for p in self.cleanup() {
-            eprintln!("corral bench: cleanup: {p}");
+            eprintln!("corral-bench: cleanup: {p}");
         }
     }
 }

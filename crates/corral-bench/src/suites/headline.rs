@@ -1,4 +1,4 @@
-//! The short table `corral bench` prints on stdout: per suite the medians
+//! The short table `corral-bench` prints on stdout: per suite the medians
 //! that matter and the ratios against the reference mode. The full tables
 //! are in report.md / report.html.
 

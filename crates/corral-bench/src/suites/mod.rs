@@ -1,4 +1,4 @@
-//! The suites that drive sandboxes (`corral bench SUITE`):
+//! The suites that drive sandboxes (`corral-bench SUITE`):
 //!
 //! | suite | measures |
 //! |---|---|
@@ -72,7 +72,7 @@ pub enum Suite {
 }
 
 impl Suite {
-    /// `corral bench all`, in this order.
+    /// `corral-bench all`, in this order.
     pub const ALL: [Suite; 6] = [
         Suite::Join,
         Suite::Cgi,
@@ -231,7 +231,7 @@ pub fn run(opts: &Options, suites: &[Suite]) -> Outcome {
         }
     };
     let steps: u64 = suites.iter().map(|s| steps(*s, opts)).sum();
-    let progress = Progress::new(steps, "corral bench", opts.json);
+    let progress = Progress::new(steps, "corral-bench", opts.json);
     let mut ctx = Ctx {
         opts,
         env,
@@ -276,7 +276,7 @@ fn prepare(opts: &Options, suites: &[Suite]) -> Result<(BenchEnv, PathBuf, PathB
     if !nix::unistd::geteuid().is_root() {
         return Err(BenchError::suite(
             "setup",
-            "corral bench builds sandboxes, cgroups and namespaces: run it as root",
+            "corral-bench builds sandboxes, cgroups and namespaces: run it as root",
         ));
     }
     let env = BenchEnv::new(

@@ -550,7 +550,7 @@ impl Overrides {
                 Limits::Cpu(pct) => {
                     std::fs::write(
                         &p,
-                        format!("# corral bench neighbours\n[limits]\ncpu = \"{pct}%\"\n"),
+                        format!("# corral-bench neighbours\n[limits]\ncpu = \"{pct}%\"\n"),
                     )
                     .map_err(|e| BenchError::io(&p, e))?;
                     self.written.push(p);

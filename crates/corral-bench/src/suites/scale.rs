@@ -363,26 +363,13 @@ fn measure(
 }
 
 fn init_pid(env: &BenchEnv, tenant: &str) -> Result<i32> {
-    let p = env
-        .state_dir
-        .join("tenants")
-        .join(tenant)
-        .join("state.json");
-    let text = std::fs::read_to_string(&p).map_err(|e| BenchError::io(&p, e))?;
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| BenchError::suite("scale", format!("{}: {e}", p.display())))?;
-    v["init_pid"]
-        .as_i64()
-        .map(|x| x as i32)
-        .ok_or_else(|| BenchError::suite("scale", format!("{}: no init_pid", p.display())))
+    Ok(env.tenant_state(tenant)?.init_pid)
 }
 
 /// Sandboxes, tenant cgroups and mounts still there (all should be gone).
 fn leftovers(env: &BenchEnv) -> Vec<String> {
     let mut left = Vec::new();
-    let sandboxes = std::fs::read_dir(env.state_dir.join("tenants"))
-        .map(|d| d.count())
-        .unwrap_or(0);
+    let sandboxes = env.layout().list().map(|d| d.len()).unwrap_or(0);
     if sandboxes > 0 {
         left.push(format!("{sandboxes} sandbox state directories"));
     }

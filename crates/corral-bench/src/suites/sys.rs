@@ -93,15 +93,18 @@ fn watchdog() -> &'static Arc<Watchdog> {
                     if !((interruptible && interrupted()) || now >= deadline) {
                         continue;
                     }
-                    // SAFETY (both kills): kill(2) of a process group we
-                    // created whose leader is not reaped yet (it stays armed
-                    // until then, so its pgid cannot have been reused).
+                    // Both kills: kill(2) of a process group we created whose
+                    // leader is not reaped yet (it stays armed until then,
+                    // so its pgid cannot have been reused).
                     match fired.iter().find(|(p, _)| *p == pgid) {
                         None => {
+                            // SAFETY: kill(2) takes no pointers; the group
+                            // is ours and its leader unreaped (see above).
                             unsafe { libc::kill(-pgid, libc::SIGTERM) };
                             fired.push((pgid, now));
                         }
                         Some((_, at)) if now >= *at + KILL_GRACE => {
+                            // SAFETY: as for the SIGTERM above.
                             unsafe { libc::kill(-pgid, libc::SIGKILL) };
                         }
                         Some(_) => {}

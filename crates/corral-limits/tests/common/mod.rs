@@ -17,17 +17,24 @@ pub fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The host's backend, or None (with the reason printed) when not root.
-pub fn host_backend(test: &str) -> Option<Backend> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        println!("SKIP {test}: needs root to create cgroups");
-        return None;
-    }
-    Some(
-        Backend::detect("corral")
-            .unwrap_or_else(|e| panic!("cgroup detection failed on this host: {e}")),
-    )
+/// The host's backend. These tests create real cgroups, so they need root,
+/// like the rest of corral's suite (scripts/test.sh runs as root): without
+/// it they fail instead of passing without having tested anything.
+pub fn host_backend() -> Backend {
+    assert!(
+        // SAFETY: geteuid has no preconditions.
+        unsafe { libc::geteuid() } == 0,
+        "the live cgroup tests create cgroups: run them as root (scripts/test.sh does), \
+         or run only the unit tests (cargo test -p corral-limits --lib)"
+    );
+    Backend::detect("corral")
+        .unwrap_or_else(|e| panic!("cgroup detection failed on this host: {e}"))
+}
+
+/// A skipped test says so where people see it: on stderr, which libtest
+/// does not capture when written to directly (unlike `println!`).
+pub fn skip(test: &str, reason: &str) {
+    let _ = writeln!(std::io::stderr(), "SKIP {test}: {reason}");
 }
 
 /// `corral/test-<pid>-<n>`: the parent of this test's tenants.

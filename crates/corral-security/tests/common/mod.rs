@@ -31,8 +31,8 @@ pub const NOGROUP: u32 = 65534;
 static FORK_LOCK: Mutex<()> = Mutex::new(());
 
 pub fn require_root() {
-    // SAFETY: geteuid has no preconditions.
     assert_eq!(
+        // SAFETY: geteuid has no preconditions.
         unsafe { libc::geteuid() },
         0,
         "these tests fork children that change ids: run them as root"

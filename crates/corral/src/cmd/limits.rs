@@ -3,6 +3,7 @@
 
 use crate::cli::{LimitsCmd, StatsArgs, TopArgs};
 use crate::ctx::Ctx;
+use crate::out::{out, outln};
 use corral_limits::{Backend, EntrySlots, Faults, Limits, TenantCgroup, Usage};
 use corral_sandbox::state::{write_atomic, TenantState};
 use serde::Serialize;
@@ -48,11 +49,11 @@ pub fn limits(ctx: &Ctx, cmd: LimitsCmd) -> anyhow::Result<i32> {
                 }
             };
             if ctx.json {
-                println!("{}", serde_json::to_string_pretty(&limits)?);
+                outln!("{}", serde_json::to_string_pretty(&limits)?);
             } else {
-                println!("limits of {tenant} ({source}):");
+                outln!("limits of {tenant} ({source}):");
                 for (k, v) in limits.describe() {
-                    println!("  {k:<18} {v}");
+                    outln!("  {k:<18} {v}");
                 }
             }
         }
@@ -67,7 +68,7 @@ pub fn limits(ctx: &Ctx, cmd: LimitsCmd) -> anyhow::Result<i32> {
             }
             limits.validate()?;
             apply_and_record(ctx, &st, &limits)?;
-            println!("{tenant}: applied {}", assignments.join(" "));
+            outln!("{tenant}: applied {}", assignments.join(" "));
         }
         LimitsCmd::Reload { tenants } => {
             let names = if tenants.is_empty() {
@@ -82,7 +83,7 @@ pub fn limits(ctx: &Ctx, cmd: LimitsCmd) -> anyhow::Result<i32> {
                 let plan = corral_profile::load(&ctx.config_dir, &t)?;
                 let limits = Limits::from_source(&plan.limits)?;
                 apply_and_record(ctx, &st, &limits)?;
-                println!("{t}: limits re-read from the profile and plan");
+                outln!("{t}: limits re-read from the profile and plan");
             }
         }
     }
@@ -223,9 +224,9 @@ pub fn stats(ctx: &Ctx, a: StatsArgs) -> anyhow::Result<i32> {
     let only: Vec<String> = a.tenant.into_iter().collect();
     let rows = collect(ctx, &only, Duration::from_millis(a.interval_ms))?;
     if ctx.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
-        print!("{}", table(&rows));
+        out!("{}", table(&rows));
     }
     Ok(0)
 }
@@ -254,13 +255,12 @@ pub fn top(ctx: &Ctx, a: TopArgs) -> anyhow::Result<i32> {
             rows.sort_by(|x, y| key(y).total_cmp(&key(x)));
         }
         if ctx.json {
-            println!("{}", serde_json::to_string(&rows)?);
+            outln!("{}", serde_json::to_string(&rows)?);
         } else {
             // Clear the screen and home the cursor, like top(1).
-            print!("\x1b[2J\x1b[H corral top — {} tenants, sorted by {}, every {} ms (Ctrl-C quits)\n\n{}", rows.len(), a.sort, a.interval_ms, table(&rows));
+            out!("\x1b[2J\x1b[H corral top — {} tenants, sorted by {}, every {} ms (Ctrl-C quits)\n\n{}", rows.len(), a.sort, a.interval_ms, table(&rows));
         }
-        use std::io::Write;
-        std::io::stdout().flush()?;
+        crate::out::flush();
         n += 1;
         if a.iterations.is_some_and(|max| n >= max) {
             return Ok(0);

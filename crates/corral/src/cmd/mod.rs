@@ -1,6 +1,5 @@
 //! One module per subcommand family.
 
-pub mod bench;
 pub mod cgi;
 pub mod gateway;
 mod limits;
@@ -28,6 +27,5 @@ pub fn dispatch(ctx: &Ctx, cmd: Command) -> anyhow::Result<i32> {
         Command::Top(a) => limits::top(ctx, a),
         Command::Gateway(a) => gateway::gateway(ctx, a),
         Command::Cgi(a) => cgi::cgi(ctx, a),
-        Command::Bench(c) => bench::bench(ctx, c),
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::cli::{CheckArgs, ProfileCmd};
 use crate::ctx::Ctx;
+use crate::out::{out, outln};
 
 pub fn check(ctx: &Ctx, a: CheckArgs) -> anyhow::Result<i32> {
     let file = a
@@ -9,7 +10,7 @@ pub fn check(ctx: &Ctx, a: CheckArgs) -> anyhow::Result<i32> {
         .unwrap_or_else(|| ctx.config_dir.join("profile.toml"));
     if file.exists() {
         corral_profile::check_file(&file)?;
-        println!("{}: ok", file.display());
+        outln!("{}: ok", file.display());
     } else if a.tenant.is_none() {
         anyhow::bail!(
             "{}: no such file (the built-in default profile is used when it is absent)",
@@ -19,20 +20,20 @@ pub fn check(ctx: &Ctx, a: CheckArgs) -> anyhow::Result<i32> {
     if let Some(t) = a.tenant {
         let plan = corral_profile::load(&ctx.config_dir, &t)?;
         corral_limits::Limits::from_source(&plan.limits)?;
-        println!("tenant {t}: ok (digest {})", &plan.digest()[..12]);
+        outln!("tenant {t}: ok (digest {})", &plan.digest()[..12]);
     }
     Ok(0)
 }
 
 pub fn profile(ctx: &Ctx, p: ProfileCmd) -> anyhow::Result<i32> {
     match p {
-        ProfileCmd::Default => print!("{}", corral_profile::DEFAULT_PROFILE),
+        ProfileCmd::Default => out!("{}", corral_profile::DEFAULT_PROFILE),
         ProfileCmd::Show { tenant } => {
             let plan = corral_profile::load(&ctx.config_dir, &tenant)?;
             if ctx.json {
-                println!("{}", serde_json::to_string_pretty(&plan)?);
+                outln!("{}", serde_json::to_string_pretty(&plan)?);
             } else {
-                print!("{}", corral_profile::render(&plan));
+                out!("{}", corral_profile::render(&plan));
             }
         }
     }

@@ -1,6 +1,7 @@
 //! `corral up`, `down`, `restart`, `ls`.
 
 use crate::ctx::Ctx;
+use crate::out::outln;
 use corral_sandbox::state::{now_unix, process_start};
 use corral_sandbox::UpOutcome;
 use serde::Serialize;
@@ -43,13 +44,13 @@ pub fn up(ctx: &Ctx, tenants: &[String]) -> anyhow::Result<i32> {
             },
         };
         if ctx.json {
-            println!("{}", serde_json::to_string(&r)?);
+            outln!("{}", serde_json::to_string(&r)?);
         } else if r.created {
-            println!("{t}: up (init pid {})", r.pid);
+            outln!("{t}: up (init pid {})", r.pid);
         } else if r.stale {
-            println!("{t}: already up (init pid {}), built from an older profile: `corral restart {t}` rebuilds it", r.pid);
+            outln!("{t}: already up (init pid {}), built from an older profile: `corral restart {t}` rebuilds it", r.pid);
         } else {
-            println!("{t}: already up (init pid {})", r.pid);
+            outln!("{t}: already up (init pid {})", r.pid);
         }
     }
     Ok(0)
@@ -60,9 +61,9 @@ pub fn down(ctx: &Ctx, tenants: &[String]) -> anyhow::Result<i32> {
         crate::ctx::check_tenant_name(t)?;
         let was = corral_sandbox::down(&ctx.layout, t)?;
         if ctx.json {
-            println!("{}", serde_json::json!({"tenant": t, "was_up": was}));
+            outln!("{}", serde_json::json!({"tenant": t, "was_up": was}));
         } else {
-            println!("{t}: {}", if was { "down" } else { "was not up" });
+            outln!("{t}: {}", if was { "down" } else { "was not up" });
         }
     }
     Ok(0)
@@ -156,12 +157,17 @@ pub fn ls(ctx: &Ctx) -> anyhow::Result<i32> {
         rows.push(row);
     }
     if ctx.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(0);
     }
-    println!(
+    outln!(
         "{:<20} {:<10} {:>8} {:>10} {:>6}  {:<6} NAMESPACES (inode)",
-        "TENANT", "STATE", "PID", "UPTIME", "PROCS", "STALE"
+        "TENANT",
+        "STATE",
+        "PID",
+        "UPTIME",
+        "PROCS",
+        "STALE"
     );
     for r in rows {
         let up = r
@@ -186,7 +192,7 @@ pub fn ls(ctx: &Ctx) -> anyhow::Result<i32> {
                 None => n.clone(),
             })
             .collect();
-        println!(
+        outln!(
             "{:<20} {:<10} {:>8} {:>10} {:>6}  {:<6} {}",
             r.tenant,
             r.state,

@@ -1,4 +1,5 @@
-//! Shared harness for corral's integration tests (run as root, for real).
+//! Shared harness for corral's integration tests (run as root, for real);
+//! corral-bench's tests use it too (`#[path]`).
 //! Every test gets its own config dir, state dir and cgroup parent
 //! (`corral/t<pid>-<n>`), and on drop takes down every tenant it brought up
 //! and removes its cgroups, also when the test panics.
@@ -15,8 +16,23 @@ pub const T1: &str = "corral-t1";
 pub const T2: &str = "corral-t2";
 pub const T3: &str = "corral-t3";
 
+/// The corral binary under test: Cargo's for corral's own tests; for the
+/// other crates that share this harness (corral-bench's), the one next to
+/// their test binary's directory (target/.../deps/..), which a workspace
+/// build has made.
 pub fn corral_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_corral"))
+    if let Some(p) = option_env!("CARGO_BIN_EXE_corral") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().unwrap();
+    let p = exe.parent().and_then(Path::parent).unwrap().join("corral");
+    assert!(
+        p.is_file(),
+        "{} missing: build corral first (cargo build -p corral --bins, with the same \
+         --target; scripts/test.sh builds the whole workspace)",
+        p.display()
+    );
+    p
 }
 
 pub fn ensure_users() {
@@ -245,42 +261,4 @@ pub fn write_home_file(user: &str, rel: &str, content: &str, mode: u32) -> PathB
     nix::unistd::chown(&p, Some(u.uid.into()), Some(u.gid.into())).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
     p
-}
-
-/// `corral bench SUITE --smoke --json --out OUT` in a process group of its
-/// own, with a watchdog: past `limit` it gets SIGTERM (the bench cleans up),
-/// `grace` later the group gets SIGKILL. Returns the output, the bench's pid
-/// and how long it took.
-pub fn run_bench_smoke(
-    env: &Env,
-    suite: &str,
-    out: &Path,
-    limit: std::time::Duration,
-    grace: std::time::Duration,
-) -> (Output, i32, std::time::Duration) {
-    use std::os::unix::process::CommandExt;
-    let mut cmd = env.cmd();
-    cmd.args(["bench", suite, "--smoke", "--json", "--out"])
-        .arg(out);
-    cmd.process_group(0);
-    cmd.stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let started = std::time::Instant::now();
-    let child = cmd.spawn().expect("spawn corral bench");
-    let pid = child.id() as i32;
-    std::thread::spawn(move || {
-        while started.elapsed() < limit {
-            std::thread::sleep(std::time::Duration::from_millis(200));
-            // SAFETY: existence check of our own child's group.
-            if unsafe { libc::kill(-pid, 0) } != 0 {
-                return;
-            }
-        }
-        // SAFETY: signalling the process group we created.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-        std::thread::sleep(grace);
-        unsafe { libc::kill(-pid, libc::SIGKILL) };
-    });
-    let o = child.wait_with_output().unwrap();
-    (o, pid, started.elapsed())
 }

@@ -178,7 +178,7 @@ impl ClientNets {
 impl Drop for ClientNets {
     fn drop(&mut self) {
         for p in self.remove() {
-            eprintln!("corral bench: cleanup: {p}");
+            eprintln!("corral-bench: cleanup: {p}");
         }
     }
 }

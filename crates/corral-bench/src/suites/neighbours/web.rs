@@ -66,7 +66,7 @@ pub fn index_html(site: &str) -> String {
 pub fn pool_conf(site: &Site) -> String {
     let d = site.fpm.display();
     format!(
-        "; written by corral bench neighbours\n\
+        "; written by corral-bench neighbours\n\
          [global]\npid = {d}/php-fpm.pid\nerror_log = {d}/php-fpm.log\ndaemonize = no\n\n\
          [{name}]\nlisten = {sock}\nlisten.mode = 0666\nlisten.backlog = 4096\n\
          pm = static\npm.max_children = {FPM_CHILDREN}\npm.max_requests = 0\n\

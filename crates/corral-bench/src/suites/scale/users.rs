@@ -235,7 +235,7 @@ impl Pool {
 impl Drop for Pool {
     fn drop(&mut self) {
         for p in self.remove() {
-            eprintln!("corral bench: cleanup: {p}");
+            eprintln!("corral-bench: cleanup: {p}");
         }
     }
 }

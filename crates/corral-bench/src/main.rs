@@ -1,17 +1,56 @@
-//! `corral bench SUITE` and `corral bench compare OLD NEW`: the command line
-//! of the corral-bench suites (see docs/benchmarks.md).
+//! `corral-bench SUITE` and `corral-bench compare OLD NEW`: corral's
+//! benchmark suites as a program of their own (see docs/benchmarks.md). The
+//! code that creates system users, network namespaces and web servers is not
+//! part of the `corral` an operator installs; this program drives that
+//! `corral` (by default the one next to it) as a user would.
 
-use crate::ctx::{Ctx, EXIT_FAILURE};
-use clap::{Args, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use corral_bench::suites::{self, headline, Level, Options, Suite};
 use corral_bench::{compare, BenchError, ResultSet};
+use std::io::Write;
 use std::path::{Path, PathBuf};
+
+/// The bench itself failed (the status `corral` uses for its own failures).
+const EXIT_FAILURE: i32 = 125;
 
 /// The tenants used when `--tenants` is not given (scripts/test-users.sh).
 const DEFAULT_TENANTS: &str = "corral-demo1,corral-demo2";
 
+#[derive(Parser, Debug)]
+#[command(
+    name = "corral-bench",
+    version,
+    about = "corral's benchmarks: join, cgi, micro, pidns, neighbours or scale (reports in --out), or compare two runs",
+    after_help = "Runs as root: the suites build sandboxes, cgroups, users and network namespaces, \
+and remove them again. See docs/benchmarks.md."
+)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: BenchCmd,
+}
+
+#[derive(Args, Debug)]
+struct Global {
+    /// The corral binary to measure (default: `corral` next to this program).
+    #[arg(long, global = true, env = "CORRAL_BIN", value_name = "PATH")]
+    corral: Option<PathBuf>,
+    /// cgroup parent below which every run makes its own (`PARENT/bench-<pid>`).
+    #[arg(
+        long,
+        global = true,
+        env = "CORRAL_CGROUP_PARENT",
+        default_value = "corral"
+    )]
+    cgroup_parent: String,
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
 #[derive(Subcommand, Debug)]
-pub enum BenchCmd {
+enum BenchCmd {
     /// Cost of one exec: bare, `corral run`, nsenter join, bubblewrap (and firejail, nsjail,
     /// minijail when installed); and of `corral up`.
     Join(BenchArgs),
@@ -40,27 +79,64 @@ pub enum BenchCmd {
 }
 
 #[derive(Args, Debug)]
-pub struct BenchArgs {
+struct BenchArgs {
     /// About a tenth of the articles' sizes: all suites together take a few minutes.
     #[arg(long, conflicts_with = "smoke")]
-    pub quick: bool,
+    quick: bool,
     /// Tiny sizes to check that everything works (seconds; for CI). The numbers mean nothing.
     #[arg(long)]
-    pub smoke: bool,
+    smoke: bool,
     /// Where results.json, report.md and report.html are written.
     #[arg(long, value_name = "DIR", default_value = "corral-bench")]
-    pub out: PathBuf,
+    out: PathBuf,
     /// Tenants (Unix users), comma-separated; the first one runs the single-tenant workloads.
     #[arg(long, value_name = "A,B", value_delimiter = ',', default_value = DEFAULT_TENANTS)]
-    pub tenants: Vec<String>,
+    tenants: Vec<String>,
     /// neighbours: CPU cap per tenant in the limited mode, percent of one CPU (default 25).
     #[arg(long, value_name = "PCT", value_parser = clap::value_parser!(u32).range(1..=10000))]
-    pub cpu_limit: Option<u32>,
+    cpu_limit: Option<u32>,
 }
 
-pub fn bench(ctx: &Ctx, cmd: BenchCmd) -> anyhow::Result<i32> {
+fn main() {
+    let cli = Cli::parse();
+    let code = match bench(&cli.global, cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("corral-bench: {e:#}");
+            EXIT_FAILURE
+        }
+    };
+    std::process::exit(code);
+}
+
+/// `--corral`, else `corral` next to this program.
+fn corral_path(global: &Global) -> anyhow::Result<PathBuf> {
+    if let Some(p) = &global.corral {
+        return Ok(p.clone());
+    }
+    let exe = std::env::current_exe()?;
+    let p = exe.with_file_name("corral");
+    anyhow::ensure!(
+        p.is_file(),
+        "corral not found next to {} (build it: cargo build -p corral --bins; or pass --corral PATH)",
+        exe.display()
+    );
+    Ok(p)
+}
+
+/// Writes `text` to stdout; a reader that went away (`corral-bench compare
+/// A B | head -1`) ends the program quietly with 141 (128 + SIGPIPE).
+fn emit(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(141),
+        r => Ok(r?),
+    }
+}
+
+fn bench(global: &Global, cmd: BenchCmd) -> anyhow::Result<i32> {
     let (suites, a): (&[Suite], BenchArgs) = match cmd {
-        BenchCmd::Compare { old, new } => return compare_cmd(ctx, &old, &new),
+        BenchCmd::Compare { old, new } => return compare_cmd(global, &old, &new),
         BenchCmd::Join(a) => (&[Suite::Join], a),
         BenchCmd::Cgi(a) => (&[Suite::Cgi], a),
         BenchCmd::Micro(a) => (&[Suite::Micro], a),
@@ -70,7 +146,7 @@ pub fn bench(ctx: &Ctx, cmd: BenchCmd) -> anyhow::Result<i32> {
         BenchCmd::All(a) => (&Suite::ALL, a),
     };
     for t in &a.tenants {
-        crate::ctx::check_tenant_name(t)?;
+        corral_users::check_user_name(t)?;
     }
     ensure_default_tenants(&a.tenants)?;
     let level = if a.smoke {
@@ -82,15 +158,15 @@ pub fn bench(ctx: &Ctx, cmd: BenchCmd) -> anyhow::Result<i32> {
     };
     let opts = Options {
         level,
-        corral: std::env::current_exe()?,
+        corral: corral_path(global)?,
         tenants: a.tenants.clone(),
-        json: ctx.json,
+        json: global.json,
         // Not inside the state dir: that one is private (0700, it holds
         // control sockets), while tenants and the web server must reach the
         // benchmark's work files. Short, because unix socket paths are
         // limited to 107 bytes; every run gets its own directory below it.
         state_base: std::path::PathBuf::from("/run/corral-bench"),
-        cgroup_base: ctx.cgroup_parent.clone(),
+        cgroup_base: global.cgroup_parent.clone(),
         default_profile: corral_profile::DEFAULT_PROFILE.to_string(),
         cpu_limit: a.cpu_limit,
     };
@@ -105,35 +181,33 @@ pub fn bench(ctx: &Ctx, cmd: BenchCmd) -> anyhow::Result<i32> {
     }
     let paths = corral_bench::write_outputs(&a.out, &outcome.results)?;
     let error = outcome.error.as_ref().map(|e| e.to_string());
-    if ctx.json {
+    if global.json {
         let lines: Vec<Vec<String>> = headline::lines(&outcome.results)
             .into_iter()
             .map(|l| l.to_vec())
             .collect();
-        println!(
-            "{}",
-            serde_json::json!({
-                "results": paths.json, "report_md": paths.markdown, "report_html": paths.html,
-                "headline": lines, "error": error,
-            })
-        );
+        let v = serde_json::json!({
+            "results": paths.json, "report_md": paths.markdown, "report_html": paths.html,
+            "headline": lines, "error": error,
+        });
+        emit(&format!("{v}\n"))?;
     } else {
-        print!("{}", headline::render(&outcome.results));
-        println!(
-            "\nwrote {}, {}, {}",
+        emit(&format!(
+            "{}\nwrote {}, {}, {}\n",
+            headline::render(&outcome.results),
             paths.json.display(),
             paths.markdown.display(),
             paths.html.display()
-        );
+        ))?;
     }
     match outcome.error {
         None => Ok(0),
         Some(BenchError::Interrupted) => {
-            eprintln!("corral bench: interrupted (partial results written)");
+            eprintln!("corral-bench: interrupted (partial results written)");
             Ok(130)
         }
         Some(e) => {
-            eprintln!("corral bench: {e}");
+            eprintln!("corral-bench: {e}");
             Ok(EXIT_FAILURE)
         }
     }
@@ -165,7 +239,7 @@ fn ensure_default_tenants(tenants: &[String]) -> anyhow::Result<()> {
         DEFAULT_TENANTS
     );
     eprintln!(
-        "corral bench: creating the demo tenants with {}",
+        "corral-bench: creating the demo tenants with {}",
         script.display()
     );
     let st = std::process::Command::new(&script).status()?;
@@ -182,10 +256,10 @@ fn load(p: &Path) -> anyhow::Result<ResultSet> {
     Ok(ResultSet::load(&file)?)
 }
 
-fn compare_cmd(ctx: &Ctx, old: &Path, new: &Path) -> anyhow::Result<i32> {
+fn compare_cmd(global: &Global, old: &Path, new: &Path) -> anyhow::Result<i32> {
     let (o, n) = (load(old)?, load(new)?);
     let rows = compare::compare(&o, &n);
-    if ctx.json {
+    if global.json {
         let v: Vec<serde_json::Value> = rows
             .iter()
             .map(|r| {
@@ -196,13 +270,18 @@ fn compare_cmd(ctx: &Ctx, old: &Path, new: &Path) -> anyhow::Result<i32> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        emit(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
     } else {
-        if o.quick != n.quick {
-            println!("note: one run is quick/smoke and the other is not: the numbers are not comparable\n");
-        }
-        print!("{}", compare::render_plain(&rows));
-        println!("\n{}", compare::summary(&rows));
+        let note = if o.quick != n.quick {
+            "note: one run is quick/smoke and the other is not: the numbers are not comparable\n\n"
+        } else {
+            ""
+        };
+        emit(&format!(
+            "{note}{}\n{}\n",
+            compare::render_plain(&rows),
+            compare::summary(&rows)
+        ))?;
     }
     Ok(0)
 }

@@ -1,4 +1,4 @@
-//! `corral bench scale --smoke` and `corral bench neighbours --smoke`, for
+//! `corral-bench scale --smoke` and `corral-bench neighbours --smoke`, for
 //! real (as root), each against a private state dir and cgroup parent: the
 //! result file is complete and nothing is left behind (users, processes,
 //! cgroups, mounts, network namespaces, files in the tenants' homes). The
@@ -6,12 +6,17 @@
 //! tests. The two runs are serialised (they share tenants and, for scale,
 //! machine-wide users).
 
+// corral's integration-test harness (state dir, config, cgroup parent,
+// clean-up on drop), shared rather than copied.
+#[path = "../../corral/tests/common/mod.rs"]
 mod common;
+mod support;
 use common::*;
 use corral_bench::ResultSet;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
+use support::*;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -19,125 +24,11 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// bench cleans up), then SIGKILL.
 const HANG_LIMIT: Duration = Duration::from_secs(240);
 
-/// Run `corral bench SUITE --smoke --json`; its results and pid.
+/// Run `corral-bench SUITE --smoke --json` (checked); its results and pid.
 fn bench(env: &Env, suite: &str, out: &Path) -> (ResultSet, i32) {
-    let (o, pid, took) = run_bench_smoke(env, suite, out, HANG_LIMIT, Duration::from_secs(60));
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    eprintln!(
-        "corral bench {suite} --smoke: {:.1} s, {:?}\n{stderr}",
-        took.as_secs_f64(),
-        o.status
-    );
-    assert!(
-        o.status.success(),
-        "corral bench {suite} failed ({:?}) after {took:?}\nstdout: {stdout}\nstderr: {stderr}",
-        o.status
-    );
-    let v: serde_json::Value =
-        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-    assert!(v["error"].is_null(), "{v}");
-    for f in ["results.json", "report.md", "report.html"] {
-        assert!(out.join(f).is_file(), "{f} missing");
-    }
-    let rs = ResultSet::load(out.join("results.json")).unwrap();
+    let (rs, pid) = smoke_results(env, suite, out, HANG_LIMIT, Duration::from_secs(60));
     assert_eq!(rs.suites(), [suite], "only the suite asked for");
-    assert!(rs.quick, "a smoke run is marked as reduced");
     (rs, pid)
-}
-
-fn figure(
-    rs: &ResultSet,
-    suite: &str,
-    test: &str,
-    mode: &str,
-    figure: &str,
-) -> corral_bench::Figure {
-    let row = rs
-        .row(suite, test, mode)
-        .unwrap_or_else(|| panic!("no row {suite}/{test}/{mode}"));
-    let f = row
-        .figure(figure)
-        .unwrap_or_else(|| panic!("{suite}/{test}/{mode}: no figure {figure}: {row:?}"));
-    assert!(
-        !f.is_empty() && f.median.is_finite(),
-        "{suite}/{test}/{mode}/{figure} is empty: {row:?}"
-    );
-    f.clone()
-}
-
-/// Processes whose command line mentions `needle`.
-fn processes_mentioning(needle: &str) -> Vec<String> {
-    let mut v = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !name.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        if let Ok(raw) = std::fs::read(e.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&raw).replace('\0', " ");
-            if cmd.contains(needle) {
-                v.push(format!("{name}: {cmd}"));
-            }
-        }
-    }
-    v
-}
-
-fn ip(args: &[&str]) -> String {
-    let o = std::process::Command::new("ip")
-        .args(args)
-        .output()
-        .expect("run ip");
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// The run's state dir, processes, cgroups, mounts, network namespaces and
-/// veth pairs are gone.
-fn nothing_left(env: &Env, pid: i32) {
-    let left: Vec<_> = std::fs::read_dir(env.state_dir())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert!(left.is_empty(), "left in the state dir: {left:?}");
-    let state = env.state_dir().to_string_lossy().into_owned();
-    assert_eq!(
-        processes_mentioning(&state),
-        Vec::<String>::new(),
-        "processes left"
-    );
-    let cgroups: Vec<_> = env
-        .cgroup_dirs()
-        .iter()
-        .flat_map(|d| {
-            std::fs::read_dir(d)
-                .unwrap()
-                .flatten()
-                .filter(|e| e.path().is_dir())
-                .map(|e| e.path())
-        })
-        .collect();
-    assert!(
-        cgroups.is_empty(),
-        "cgroups left under {}: {cgroups:?}",
-        env.parent
-    );
-    assert_eq!(
-        env.mounts_mentioning_state(),
-        Vec::<String>::new(),
-        "mounts left"
-    );
-    let netns = ip(&["netns", "list"]);
-    assert!(
-        !netns.contains(&format!("corral-bench-{pid}-")),
-        "network namespaces left: {netns}"
-    );
-    let links = ip(&["-o", "link", "show"]);
-    assert!(
-        !links.contains(&format!(" cb{pid}h")),
-        "veth pairs left: {links}"
-    );
 }
 
 #[test]
@@ -279,20 +170,7 @@ fn neighbours_smoke_is_complete_and_leaves_nothing_behind() {
                     figure(&rs, "neighbours", &format!("{c}: summary"), &sum, f);
                 }
             }
-            figure(
-                &rs,
-                "neighbours",
-                &format!("{c}: summary"),
-                &format!("noisy neighbour · {l}"),
-                "retention",
-            );
-            figure(
-                &rs,
-                "neighbours",
-                &format!("{c}: summary"),
-                &format!("3 hosts · {l}"),
-                "jain",
-            );
+            neighbours_summary(&rs, c, l);
             // The noisy host has two clients of 50 users.
             assert_eq!(
                 figure(

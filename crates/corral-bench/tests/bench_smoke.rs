@@ -1,0 +1,98 @@
+//! `corral-bench all --smoke`, for real (as root): every suite runs at tiny
+//! sizes against a private state dir and cgroup parent, writes a complete
+//! results.json, and leaves nothing behind. The numbers are not checked:
+//! benchmarks print numbers, they are not timed tests.
+
+// corral's integration-test harness (state dir, config, cgroup parent,
+// clean-up on drop), shared rather than copied.
+#[path = "../../corral/tests/common/mod.rs"]
+mod common;
+mod support;
+use common::*;
+use std::path::Path;
+use std::time::Duration;
+use support::*;
+
+/// Hang guard only (a smoke run takes well under a minute): SIGTERM (the
+/// bench cleans up), then SIGKILL.
+const HANG_LIMIT: Duration = Duration::from_secs(300);
+
+#[test]
+fn bench_all_smoke_is_complete_and_leaves_nothing_behind() {
+    let env = Env::new();
+    let out = tempfile::Builder::new()
+        .prefix("corral-bench-out")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let (rs, pid) = smoke_results(&env, "all", out.path(), HANG_LIMIT, Duration::from_secs(30));
+
+    // results.json: every suite, corral's modes with data.
+    let every: Vec<&str> = corral_bench::suites::Suite::ALL
+        .iter()
+        .map(|s| s.name())
+        .collect();
+    assert_eq!(rs.suites(), every, "every suite, in order");
+    figure(&rs, "join", "corral up", "corral", "ms");
+    figure(&rs, "join", "exec /bin/true", "corral-run", "ms");
+    figure(&rs, "join", "exec /bin/true", "bare", "ms");
+    let gateway = rs.suite_rows("cgi").any(|r| r.mode == "corral-gateway");
+    for test in ["small", "large", "php"] {
+        figure(&rs, "cgi", test, "corral-run", "req_per_s");
+        figure(&rs, "cgi", test, "corral-run", "succeeded");
+        assert_eq!(
+            rs.row("cgi", test, "corral-run").unwrap().median("failed"),
+            Some(0.0),
+            "cgi {test}: corral-run failed requests"
+        );
+        if gateway {
+            figure(&rs, "cgi", test, "corral-gateway", "req_per_s");
+        }
+    }
+    let micro_tests: Vec<String> = rs
+        .suite_rows("micro")
+        .filter(|r| r.mode == "corral")
+        .map(|r| r.test.clone())
+        .collect();
+    assert_eq!(micro_tests.len(), 10, "{micro_tests:?}");
+    for t in &micro_tests {
+        figure(&rs, "micro", t, "corral", "single");
+        figure(&rs, "micro", t, "corral", "parallel");
+        figure(&rs, "micro", t, "native", "single");
+    }
+    for c in ["static", "php"] {
+        for l in ["no limits", "cpu 25%"] {
+            figure(
+                &rs,
+                "neighbours",
+                &format!("{c}: noisy neighbour"),
+                &format!("site1 · {l}"),
+                "trans_per_s",
+            );
+            neighbours_summary(&rs, c, l);
+        }
+    }
+    figure(&rs, "scale", "time", "20 tenants", "join_ms");
+    figure(&rs, "scale", "memory", "20 tenants", "total_kib");
+    for op in ["getpid", "fork", "thread"] {
+        figure(&rs, "pidns", op, "corral", "cpu_ns");
+        figure(&rs, "pidns", op, "host", "cpu_ns");
+        figure(&rs, "pidns", op, "nested-3", "cpu_ns");
+    }
+
+    // Nothing left behind: the run's directory (state, config, sockets,
+    // nginx prefix) is gone, so are its processes, cgroups, mounts, network
+    // namespaces, veth pairs and the files it put in the tenants' homes.
+    nothing_left(&env, pid);
+    for t in ["corral-demo1", "corral-demo2", "corral-t1"] {
+        let p = home_of(t).join(format!(".corral-bench-{pid}"));
+        assert!(!Path::new(&p).exists(), "{} left", p.display());
+    }
+    // scale's users are gone too.
+    assert!(
+        corral_users::Db::system()
+            .user_by_name("corral-s00001")
+            .unwrap()
+            .is_none(),
+        "scale users left"
+    );
+}
