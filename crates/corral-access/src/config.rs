@@ -151,7 +151,7 @@ impl AccessConfig {
         db: &corral_users::Db,
         user: &corral_users::User,
     ) -> Result<bool, ConfigError> {
-        if user.uid == 0 || user.uid < self.min_uid || self.exempt.iter().any(|e| *e == user.name) {
+        if user.uid == 0 || user.uid < self.min_uid || self.exempt.contains(&user.name) {
             return Ok(false);
         }
         let Some(group) = &self.group else {
@@ -163,7 +163,7 @@ impl AccessConfig {
             // must not be refused over it.
             return Ok(false);
         };
-        Ok(user.gid == g.gid || g.members.iter().any(|m| *m == user.name))
+        Ok(user.gid == g.gid || g.members.contains(&user.name))
     }
 }
 

@@ -425,17 +425,15 @@ fn converse(
         .send(req, &[0, 1, 2])
         .map_err(|e| JoinError::Other(format!("spawn request: {e}")))?;
     let mut first = true;
+    // SAFETY: the client's socket outlives this function's polls.
+    let client_fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(client.fd()) };
     loop {
         let mut fds = [
             nix::poll::PollFd::new(
                 std::os::fd::AsFd::as_fd(&sig_r),
                 nix::poll::PollFlags::POLLIN,
             ),
-            // SAFETY: the client's socket outlives this poll.
-            nix::poll::PollFd::new(
-                unsafe { std::os::fd::BorrowedFd::borrow_raw(client.fd()) },
-                nix::poll::PollFlags::POLLIN,
-            ),
+            nix::poll::PollFd::new(client_fd, nix::poll::PollFlags::POLLIN),
         ];
         match nix::poll::poll(&mut fds, nix::poll::PollTimeout::NONE) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}

@@ -468,9 +468,10 @@ impl Exec<'_> {
             }
             return Err(err);
         }
-        // SAFETY: fchdir/close on the fd we just opened.
+        // SAFETY: fchdir on the fd we just opened.
         let r = unsafe { libc::fchdir(fd) };
         let err = Errno::last();
+        // SAFETY: closing the fd we opened above, used by nothing else.
         unsafe { libc::close(fd) };
         if r < 0 {
             return Err(err);

@@ -137,12 +137,12 @@ fn detach(ctx: &Ctx, t: &Target, a: &RunArgs, extra: Vec<(String, String)>) -> a
     )? {
         Reply::Spawned { pid } => {
             if ctx.json {
-                println!(
+                crate::out::outln!(
                     "{}",
                     serde_json::json!({"tenant": t.state.tenant, "pid": pid})
                 );
             } else {
-                println!(
+                crate::out::outln!(
                     "{}: started pid {pid} (pid inside the sandbox)",
                     t.state.tenant
                 );
