@@ -7,9 +7,11 @@ use crate::spawn::{environment, ChildStack, Exec, ExecSpec, SpawnError};
 use crate::state::{Layout, TenantState};
 use corral_limits::{Backend, EntryGuard, EntrySlots, Limits, TenantCgroup};
 use corral_profile::plan::Plan;
+use nix::sched::CloneFlags;
 use nix::sys::signal::{self, SigHandler, Signal};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 #[derive(Debug, thiserror::Error)]
@@ -140,13 +142,38 @@ pub fn enter(layout: &Layout, t: &Target) -> Result<Entered, JoinError> {
     )
     .map_err(|e| JoinError::Other(e.to_string()))?;
     let rlimits = t.limits.rlimits();
-    let fds = namespaces::open(&dir.ns(), &t.state.namespaces).map_err(SandboxError::from)?;
+    let mut fds = namespaces::open(&dir.ns(), &t.state.namespaces).map_err(SandboxError::from)?;
+    if !fds.iter().all(|(fd, _)| is_nsfs(fd)) {
+        fds = open_through_proc(t)?;
+    }
     namespaces::join(&fds).map_err(SandboxError::from)?;
     Ok(Entered {
         slot,
         security,
         rlimits,
     })
+}
+
+/// Is `fd` a namespace (nsfs) file?
+fn is_nsfs(fd: &std::os::fd::OwnedFd) -> bool {
+    const NSFS_MAGIC: i64 = 0x6e73_6673;
+    nix::sys::statfs::fstatfs(fd).is_ok_and(|s| s.filesystem_type().0 == NSFS_MAGIC)
+}
+
+/// The namespaces from the init's /proc entries. For a process in a mount
+/// namespace made after `corral up` (a service started with systemd's
+/// `PrivateTmp=`, a test's `unshare -m`): the kernel does not copy a bind
+/// mount of a mount-namespace file into a new mount namespace, so there the
+/// persisted `ns/mnt` is the empty file under it. The init is checked to be
+/// the one the state names after the files are open (a pid reused in
+/// between would have another start time).
+fn open_through_proc(t: &Target) -> Result<Vec<(OwnedFd, CloneFlags)>, JoinError> {
+    let dir = std::path::PathBuf::from(format!("/proc/{}/ns", t.state.init_pid));
+    let fds = namespaces::open(&dir, &t.state.namespaces).map_err(SandboxError::from)?;
+    if !t.state.init_alive() || !fds.iter().all(|(fd, _)| is_nsfs(fd)) {
+        return Err(JoinError::NotUp(t.state.tenant.clone()));
+    }
+    Ok(fds)
 }
 
 /// Join the tenant and run a command in the foreground; returns its exit

@@ -19,6 +19,7 @@ mod common;
 use common::*;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -748,36 +749,24 @@ fn corral_shell_cages_ssh_scp_and_sftp_without_the_pam_module() {
 /// bind-mounted over system files in that private mount namespace only (the
 /// PAM services su, su-l, runuser, cron; cron's tables), so the system's
 /// own configuration is never edited and nothing is left when it ends.
-///
-/// The script first brings `tenant` up in there, so that corral's namespace
-/// files are mounted where the PAM module looks for them, as on a real host
-/// (sshd, cron and su run in the mount namespace where corral keeps its
-/// state): the kernel does not copy a bind mount of a mount-namespace file
-/// into a new mount namespace, nor lets one bind an older namespace's file
-/// (either could make a loop), so a sandbox brought up before would have
-/// an empty `ns/mnt` file in there.
-///
-/// Tests that use one run one at a time ([`PRIVATE_NS`]): two sandboxes
-/// brought up at once from two such namespaces failed to persist their
-/// mount namespace (EINVAL) on this kernel.
+/// `tenant` is brought up on the host first. In the private namespace its
+/// persisted `ns/mnt` is the empty file under the bind mount (the kernel
+/// does not copy a mount-namespace file's bind mount into a new mount
+/// namespace): the PAM module then enters through the init's /proc entries
+/// (`join::enter`), as it does for a service in a mount namespace of its own.
 fn private_mounts(f: &Fixture, tenant: &str, binds: &[(PathBuf, &str)], script: &str) -> Command {
+    f.env.ok(&["up", tenant]);
     let mut s = String::from("set -e\n");
     for (src, dst) in binds {
         s.push_str(&format!("mount --bind '{}' '{dst}'\n", src.display()));
     }
-    s.push_str(&format!(
-        "'{}' up {tenant} >/dev/null\n",
-        corral_bin().display()
-    ));
     s.push_str(script);
     let mut c = Command::new("unshare");
-    c.args(["-m", "--propagation", "slave", "sh", "-c", &s])
-        .env("CORRAL_STATE_DIR", f.env.state_dir())
-        .env("CORRAL_CONFIG_DIR", f.env.config_dir())
-        .env("CORRAL_CGROUP_PARENT", &f.env.parent);
+    c.args(["-m", "--propagation", "slave", "sh", "-c", &s]);
     c
 }
 
+/// Tests that use [`private_mounts`] take turns (one cron daemon at a time).
 static PRIVATE_NS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn private_ns_turn() -> std::sync::MutexGuard<'static, ()> {
@@ -931,5 +920,3 @@ fn a_cron_job_runs_inside_the_sandbox() {
     let reference = reference.unwrap_or_else(|| f.reference(T1));
     assert_inside(&out, &reference, T1, "cron job");
 }
-
-use std::os::unix::process::CommandExt;

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds corral and installs it from this checkout (as root):
+#   $PREFIX/bin/corral, $PREFIX/bin/corral-init    the tool and the tenant init
+#   $PREFIX/sbin/corral-shell (setuid root)        the login shell (docs/access.md)
+#   /lib/<multiarch>/security/pam_corral.so        the PAM session module
+#   /etc/corral/access.toml                        who is caged (kept if it exists)
+# Usage: scripts/install.sh [PREFIX]   (default /usr/local)
+# Nothing is configured to use them: sshd/cron/su PAM lines and login shells
+# are the operator's choice (docs/access.md).
+source "$(dirname "$0")/lib.sh"
+need_root
+PREFIX=${1:-/usr/local}
+cd "$REPO"
+scripts/install-deps.sh
+build_release
+build_pam_module release
+bin=$(dirname "$CORRAL")
+install -d "$PREFIX/bin" "$PREFIX/sbin" /etc/corral
+install -o root -g root -m 0755 "$bin/corral" "$bin/corral-init" "$PREFIX/bin/"
+install -o root -g root -m 4755 "$bin/corral-shell" "$PREFIX/sbin/corral-shell"
+security=/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/security
+install -d "$security"
+install -o root -g root -m 0644 "$CORRAL_PAM_MODULE" "$security/pam_corral.so"
+if [ ! -e /etc/corral/access.toml ]; then
+  cat > /etc/corral/access.toml <<EOT
+# Who is caged at login (docs/access.md). Root never is.
+# min_uid = 1000          # default: UID_MIN of /etc/login.defs
+exempt = []               # accounts never caged, e.g. ["admin"]
+# group = "tenants"       # only members of this group are caged
+corral = "$PREFIX/bin/corral"
+EOT
+fi
+echo "installed: $PREFIX/bin/corral $PREFIX/bin/corral-init $PREFIX/sbin/corral-shell $security/pam_corral.so" >&2
