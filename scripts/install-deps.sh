@@ -15,6 +15,8 @@ PACKAGES=(
   # login paths caged by corral-shell and pam_corral.so, tested for real
   # (libpam0g-dev: the PAM module links libpam)
   openssh-server openssh-client cron libpam0g-dev
+  # bench/ssh-latency.sh: a PAM session opened without sshd
+  pamtester
   # cgroup v2 tests boot a Debian kernel under qemu
   qemu-system-x86 linux-image-amd64 busybox-static cpio
 )
