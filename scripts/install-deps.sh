@@ -17,6 +17,9 @@ PACKAGES=(
   openssh-server openssh-client cron libpam0g-dev
   # bench/ssh-latency.sh: a PAM session opened without sshd
   pamtester
+  # mail from sandboxes goes to a real MTA in the tests (Debian's default
+  # exim configuration delivers locally only)
+  exim4-daemon-light
   # cgroup v2 tests boot a Debian kernel under qemu
   qemu-system-x86 linux-image-amd64 busybox-static cpio
 )
@@ -36,7 +39,7 @@ if ((${#missing[@]})); then
 fi
 
 # Distribution services must not keep running: tests and benchmarks start their own.
-for svc in nginx php8.2-fpm php-fpm ssh cron; do
+for svc in nginx php8.2-fpm php-fpm ssh cron exim4; do
   if [ -x "/etc/init.d/$svc" ]; then "/etc/init.d/$svc" stop >/dev/null 2>&1 || true; fi
 done
 

@@ -20,6 +20,7 @@ pub const KEYS: &[&str] = &[
     "io.write_iops",
     "io.devices",
     "entry_processes",
+    "mail.per_hour",
     "rlimits.nofile",
     "rlimits.core",
     "rlimits.cpu",
@@ -44,6 +45,10 @@ pub struct Limits {
     pub io: IoLimits,
     /// Concurrent entries (requests) into the sandbox, see [`crate::entry`].
     pub entry_processes: Option<u32>,
+    /// Messages the tenant may send per hour through the mail broker
+    /// (corral-mail).
+    #[serde(default)]
+    pub mail_per_hour: Option<u32>,
     pub rlimits: Rlimits,
 }
 
@@ -251,6 +256,9 @@ impl Limits {
             "entry_processes" => {
                 self.entry_processes = u32_of(count_in(raw, 1, 100_000, "entry process count")?)
             }
+            "mail.per_hour" => {
+                self.mail_per_hour = u32_of(count_in(raw, 1, 1_000_000, "messages per hour")?)
+            }
             "rlimits.nofile" => {
                 self.rlimits.nofile = count_in(raw, 1, nr_open(), "open file limit (fs.nr_open)")?
             }
@@ -318,6 +326,7 @@ impl Limits {
             num(self.io.write_iops),
             devices,
             small(self.entry_processes),
+            small(self.mail_per_hour),
             num(self.rlimits.nofile),
             size(self.rlimits.core),
             num(self.rlimits.cpu_seconds),

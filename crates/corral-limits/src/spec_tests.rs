@@ -54,6 +54,7 @@ fn parses_every_key() {
         ("io.write_iops", "\"500\""),
         ("io.devices", "[\"7:0\", \"254:0\"]"),
         ("entry_processes", "10"),
+        ("mail.per_hour", "50"),
         ("rlimits.nofile", "1024"),
         ("rlimits.core", "0"),
         ("rlimits.cpu", "3600"),
@@ -75,6 +76,7 @@ fn parses_every_key() {
             devices: vec!["7:0".into(), "254:0".into()],
         },
         entry_processes: Some(10),
+        mail_per_hour: Some(50),
         rlimits: Rlimits {
             nofile: Some(1024),
             core: Some(0),

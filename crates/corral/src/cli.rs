@@ -215,6 +215,9 @@ pub enum Command {
     Gateway(crate::cmd::gateway::GatewayArgs),
     /// CGI wrapper for servers without FastCGI: run the requested script inside its tenant's sandbox.
     Cgi(crate::cmd::cgi::CgiArgs),
+    /// Mail broker: take tenants' messages from corral-sendmail in their sandboxes and hand them to the
+    /// host's MTA as the tenant, within the plan's mail.per_hour (docs/access.md).
+    MailBroker(crate::cmd::mail::MailBrokerArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -224,7 +227,7 @@ pub enum LimitsCmd {
     /// Change limits of a running tenant without restarting it, e.g. `cpu=50% memory.max=512M processes=200`.
     #[command(
         after_help = "Keys: cpu cpu.weight memory.max memory.high memory.swap_max processes io.read_bps io.write_bps \
-io.read_iops io.write_iops entry_processes rlimits.nofile rlimits.core rlimits.cpu rlimits.as. \
+io.read_iops io.write_iops entry_processes mail.per_hour rlimits.nofile rlimits.core rlimits.cpu rlimits.as. \
 Values: 50%, 512M, 1G, a number, or max. All are validated before any is applied. \
 Changes last until the sandbox is rebuilt: put permanent ones in the tenant's override file."
     )]

@@ -3,6 +3,7 @@
 pub mod cgi;
 pub mod gateway;
 mod limits;
+pub mod mail;
 mod profile;
 mod run;
 mod tenants;
@@ -27,5 +28,6 @@ pub fn dispatch(ctx: &Ctx, cmd: Command) -> anyhow::Result<i32> {
         Command::Top(a) => limits::top(ctx, a),
         Command::Gateway(a) => gateway::gateway(ctx, a),
         Command::Cgi(a) => cgi::cgi(ctx, a),
+        Command::MailBroker(a) => mail::broker(ctx, a),
     }
 }
