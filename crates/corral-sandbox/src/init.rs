@@ -139,22 +139,9 @@ pub fn main() -> ! {
     init.serve(listener)
 }
 
-fn failed_reply(e: crate::spawn::SpawnError) -> Reply {
-    match e {
-        crate::spawn::SpawnError::Child { step, errno } => Reply::Failed {
-            step: step.to_string(),
-            errno: errno as i32,
-        },
-        // clone refused: EAGAIN at the process limit, ENOMEM...
-        crate::spawn::SpawnError::Fork(errno) => Reply::Failed {
-            step: "fork".into(),
-            errno: errno as i32,
-        },
-        e => Reply::Failed {
-            step: e.to_string(),
-            errno: 0,
-        },
-    }
+fn failed_reply(e: &crate::spawn::SpawnError) -> Reply {
+    let (step, errno) = e.to_reply();
+    Reply::Failed { step, errno }
 }
 
 fn send_setup(f: &mut std::fs::File, r: &SetupReply) -> std::io::Result<()> {
@@ -407,18 +394,12 @@ impl Init {
             new_session: true,
             controlling_tty: false,
             preserve_fds: 0,
-            cgroup_entry: Vec::new(),
             reset_signals: Some(&self.reset_signals),
             reset_sched: self.reset_sched,
         };
         let exec = match Exec::prepare(&self.security, &self.rlimits, spec) {
             Ok(e) => e,
-            Err(e) => {
-                return Some(Reply::Failed {
-                    step: e.to_string(),
-                    errno: 0,
-                })
-            }
+            Err(e) => return Some(failed_reply(&e)),
         };
         match exec.spawn(&mut self.stack) {
             Ok(pid) => {
@@ -437,7 +418,7 @@ impl Init {
                 // one reply is `Exited`, when it has exited.
                 (req.announce || req.detach).then_some(Reply::Spawned { pid: pid.as_raw() })
             }
-            Err(e) => Some(failed_reply(e)),
+            Err(e) => Some(failed_reply(&e)),
         }
     }
 

@@ -11,75 +11,58 @@
 //! `clone` returns the outcome is already known: a failure before exec is
 //! written by the child into the parent's memory as (step, errno).
 use corral_profile::plan::Plan;
+use corral_security::{Failure, Step};
 use nix::errno::Errno;
 use nix::unistd::Pid;
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
-
-/// Steps that can fail in the child, reported to the parent as a number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Step {
-    Cgroup = 1,
-    Stdio = 2,
-    Session = 3,
-    Rlimit = 4,
-    Chdir = 5,
-    Security = 6,
-    Exec = 7,
-}
-
-impl Step {
-    pub fn name(self) -> &'static str {
-        match self {
-            Step::Cgroup => "join cgroup",
-            Step::Stdio => "set up stdio",
-            Step::Session => "start a session",
-            Step::Rlimit => "set rlimits",
-            Step::Chdir => "change directory",
-            Step::Security => "drop privileges",
-            Step::Exec => "exec",
-        }
-    }
-    fn from_u8(v: u8) -> Step {
-        match v {
-            1 => Step::Cgroup,
-            2 => Step::Stdio,
-            3 => Step::Session,
-            4 => Step::Rlimit,
-            5 => Step::Chdir,
-            6 => Step::Security,
-            _ => Step::Exec,
-        }
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
     #[error("{0}: command not found in the sandbox")]
     NotFound(String),
-    #[error("{step}: {errno}")]
-    Child { step: &'static str, errno: Errno },
-    #[error("start the child process: {0}")]
-    Fork(Errno),
     #[error("bad argument: {0}")]
     Nul(String),
-    #[error("security setup: {0}")]
-    Security(String),
+    /// A step of starting the child failed (see [`Step`]).
+    #[error(transparent)]
+    Failed(#[from] Failure),
 }
 
 impl SpawnError {
+    fn failed(step: Step, errno: Errno) -> SpawnError {
+        SpawnError::Failed(Failure::new(step, errno))
+    }
+
     /// Exit status a shell would use for this failure.
     pub fn exit_code(&self) -> i32 {
         match self {
             SpawnError::NotFound(_) => 127,
-            SpawnError::Child {
-                step: "exec",
+            SpawnError::Failed(Failure {
+                step: Step::Exec,
                 errno: Errno::ENOENT,
-            } => 127,
-            SpawnError::Child { step: "exec", .. } => 126,
+            }) => 127,
+            SpawnError::Failed(Failure {
+                step: Step::Exec, ..
+            }) => 126,
             _ => 125,
+        }
+    }
+
+    /// The failure as the tenant init reports it (`Reply::Failed`).
+    pub fn to_reply(&self) -> (Step, i32) {
+        match self {
+            SpawnError::NotFound(_) => (Step::Resolve, libc::ENOENT),
+            SpawnError::Nul(_) => (Step::Arguments, libc::EINVAL),
+            SpawnError::Failed(f) => (f.step, f.errno as i32),
+        }
+    }
+
+    /// The inverse of [`SpawnError::to_reply`] for a spawn of `argv`.
+    pub fn from_reply(argv: &[String], step: Step, errno: i32) -> SpawnError {
+        match step {
+            Step::Resolve => SpawnError::NotFound(argv.first().cloned().unwrap_or_default()),
+            step => SpawnError::Failed(Failure::from_raw(step, errno)),
         }
     }
 }
@@ -94,9 +77,6 @@ pub struct Exec<'a> {
     cwd: CString,
     rlimits: Vec<(libc::c_int, libc::rlimit)>,
     security: &'a corral_security::Prepared,
-    /// [`corral_limits::open_self_entry`] files: the child writes "0" into
-    /// each, moving itself into the cgroup before exec.
-    cgroup_entry: Vec<OwnedFd>,
     /// fds to become 0, 1, 2 (None: keep what we have).
     stdio: [Option<RawFd>; 3],
     new_session: bool,
@@ -146,7 +126,6 @@ pub struct ExecSpec<'a> {
     /// controlling terminal, as a login does (`corral-shell`'s own pty).
     pub controlling_tty: bool,
     pub preserve_fds: i32,
-    pub cgroup_entry: Vec<OwnedFd>,
     /// The signals whose disposition differs from SIG_DFL in the forking
     /// process, if it knows them ([`non_default_signals`], taken once by a
     /// long-lived spawner); None resets every signal in the child.
@@ -205,7 +184,6 @@ impl<'a> Exec<'a> {
                 })
                 .collect(),
             security,
-            cgroup_entry: spec.cgroup_entry,
             stdio: spec.stdio,
             new_session: spec.new_session,
             controlling_tty: spec.new_session && spec.controlling_tty,
@@ -267,16 +245,16 @@ impl<'a> Exec<'a> {
         // SAFETY: restoring the mask saved above.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
         if pid < 0 {
-            return Err(SpawnError::Fork(clone_err));
+            return Err(SpawnError::failed(Step::Fork, clone_err));
         }
         // SAFETY: the child is done with `report` (exec'd or exited).
         let report = unsafe { std::ptr::read_volatile(&report) };
         if report.step != 0 {
             let _ = nix::sys::wait::waitpid(Pid::from_raw(pid), None);
-            return Err(SpawnError::Child {
-                step: Step::from_u8(report.step).name(),
-                errno: Errno::from_raw(report.errno),
-            });
+            return Err(SpawnError::failed(
+                Step::from_code(report.step).unwrap_or(Step::Exec),
+                Errno::from_raw(report.errno),
+            ));
         }
         Ok(Pid::from_raw(pid))
     }
@@ -289,7 +267,7 @@ impl<'a> Exec<'a> {
                 std::ptr::write_volatile(
                     report,
                     Report {
-                        step: step as u8,
+                        step: step.code(),
                         errno: errno as i32,
                     },
                 );
@@ -337,13 +315,7 @@ impl<'a> Exec<'a> {
             let normal = libc::sched_param { sched_priority: 0 };
             // SAFETY: a pointer to a sched_param on the stack.
             if unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &normal) } < 0 {
-                fail(Step::Security, Errno::last());
-            }
-        }
-        for fd in &self.cgroup_entry {
-            // SAFETY: writing a static buffer to an fd opened by the parent.
-            if unsafe { libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) } < 0 {
-                fail(Step::Cgroup, Errno::last());
+                fail(Step::Scheduler, Errno::last());
             }
         }
         for (target, src) in self.stdio.iter().enumerate() {
@@ -396,8 +368,8 @@ impl<'a> Exec<'a> {
                 fail(Step::Rlimit, Errno::last());
             }
         }
-        if let Err((_, errno)) = self.security.apply_in_child() {
-            fail(Step::Security, errno);
+        if let Err((step, errno)) = self.security.apply_in_child() {
+            fail(step, errno);
         }
         // The working directory is resolved only now: as the tenant (its
         // permissions apply), with every inherited fd already close-on-exec,
@@ -492,7 +464,7 @@ const RESOLVE_IN_ROOT: u64 = 0x10;
 /// What a child that failed before exec leaves in the parent's memory.
 #[derive(Clone, Copy)]
 struct Report {
-    /// A [`Step`]; 0 while nothing failed.
+    /// A [`Step::code`]; 0 while nothing failed.
     step: u8,
     errno: i32,
 }
@@ -537,12 +509,12 @@ impl ChildStack {
             )
         };
         if base == libc::MAP_FAILED {
-            return Err(SpawnError::Fork(Errno::last()));
+            return Err(SpawnError::failed(Step::Fork, Errno::last()));
         }
         let stack = ChildStack { base, len };
         // SAFETY: the lowest page of our own mapping becomes the guard.
         if unsafe { libc::mprotect(base, GUARD, libc::PROT_NONE) } < 0 {
-            return Err(SpawnError::Fork(Errno::last()));
+            return Err(SpawnError::failed(Step::Fork, Errno::last()));
         }
         Ok(stack)
     }

@@ -163,9 +163,9 @@ fn run(ctx: &Ctx, a: &CgiArgs) -> Result<i32, Fail> {
                 return Err(fail(
                     502,
                     format!(
-                        "could not start {}: {step}: {}",
+                        "could not start {}: {}",
                         checked.real.display(),
-                        nix::errno::Errno::from_raw(errno)
+                        corral_sandbox::proto::Failure::from_raw(step, errno)
                     ),
                 ))
             }
