@@ -222,7 +222,7 @@ fn create(
             })
         }
     }
-    let names = namespaces::names(plan);
+    let names = namespaces::names(&plan.namespaces);
     namespaces::persist(pid, &dir.ns(), &names)?;
     let init_start = process_start(pid).ok_or_else(|| SandboxError::ExitedAfterSetup {
         tenant: plan.tenant.name.clone(),
@@ -354,11 +354,14 @@ fn start_init(
         }
         Errno::last()
     };
-    namespaces::create(namespaces::clone_flags(plan), join_cgroup, exec_init).map_err(|source| {
-        SandboxError::Start {
-            tenant: tenant.clone(),
-            source,
-        }
+    namespaces::create(
+        namespaces::clone_flags(&plan.namespaces),
+        join_cgroup,
+        exec_init,
+    )
+    .map_err(|source| SandboxError::Start {
+        tenant: tenant.clone(),
+        source,
     })
 }
 

@@ -3,7 +3,7 @@
 //! process), persisting them as bind-mounted ns files under the state dir,
 //! and joining them again with one setns per file.
 
-use corral_profile::plan::{NetMode, Plan};
+use corral_profile::plan::{Namespaces, NetMode};
 use corral_security::{Failure, Step};
 use nix::errno::Errno;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
@@ -14,8 +14,7 @@ use std::path::Path;
 
 /// Namespace file names in the order they are joined: user first (it grants
 /// the rights for the rest), mnt last (it changes how paths resolve).
-pub fn names(plan: &Plan) -> Vec<&'static str> {
-    let ns = &plan.namespaces;
+pub fn names(ns: &Namespaces) -> Vec<&'static str> {
     let mut v = Vec::new();
     if ns.user {
         v.push("user");
@@ -39,8 +38,8 @@ pub fn names(plan: &Plan) -> Vec<&'static str> {
     v
 }
 
-pub fn clone_flags(plan: &Plan) -> CloneFlags {
-    let ns = &plan.namespaces;
+/// The unshare(2) flags for the namespaces a plan asks for.
+pub fn clone_flags(ns: &Namespaces) -> CloneFlags {
     let mut f = CloneFlags::CLONE_NEWNS;
     for (on, flag) in [
         (ns.pid, CloneFlags::CLONE_NEWPID),
@@ -379,5 +378,128 @@ fn read_reports(child: i32, from: &OwnedFd, go: &OwnedFd) -> Result<Option<i32>,
     match failed {
         Some(f) => Err(f.into()),
         None => Ok(started),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(on: bool) -> Namespaces {
+        Namespaces {
+            mount: true,
+            pid: on,
+            ipc: on,
+            uts: on,
+            cgroup: on,
+            net: if on { NetMode::None } else { NetMode::Host },
+            user: on,
+        }
+    }
+
+    #[test]
+    fn namespaces_are_joined_user_first_and_mount_last() {
+        assert_eq!(
+            names(&all(true)),
+            ["user", "ipc", "uts", "net", "cgroup", "pid", "mnt"]
+        );
+        assert_eq!(
+            names(&all(false)),
+            ["mnt"],
+            "a sandbox is a mount namespace"
+        );
+        let mut ns = all(false);
+        ns.pid = true;
+        ns.net = NetMode::None;
+        assert_eq!(names(&ns), ["net", "pid", "mnt"]);
+    }
+
+    #[test]
+    fn unshare_flags_match_the_namespace_files() {
+        assert_eq!(clone_flags(&all(false)), CloneFlags::CLONE_NEWNS);
+        let every = CloneFlags::CLONE_NEWNS
+            | CloneFlags::CLONE_NEWPID
+            | CloneFlags::CLONE_NEWIPC
+            | CloneFlags::CLONE_NEWUTS
+            | CloneFlags::CLONE_NEWCGROUP
+            | CloneFlags::CLONE_NEWNET
+            | CloneFlags::CLONE_NEWUSER;
+        assert_eq!(clone_flags(&all(true)), every);
+        // Every combination: the files joined are exactly the namespaces created.
+        for bits in 0..64u32 {
+            let on = |i: u32| bits & (1 << i) != 0;
+            let ns = Namespaces {
+                mount: true,
+                pid: on(0),
+                ipc: on(1),
+                uts: on(2),
+                cgroup: on(3),
+                net: if on(4) { NetMode::None } else { NetMode::Host },
+                user: on(5),
+            };
+            let joined = names(&ns)
+                .iter()
+                .fold(CloneFlags::empty(), |f, n| f | flag_of(n));
+            assert_eq!(joined, clone_flags(&ns), "{ns:?}");
+        }
+    }
+
+    #[test]
+    fn start_up_reports_round_trip() {
+        for r in [
+            Report::MapIds,
+            Report::Started(1),
+            Report::Started(4_194_304),
+            Report::Failed(Failure::new(Step::Unshare, Errno::EPERM)),
+            Report::Failed(Failure::new(Step::ExecInit, Errno::ENOENT)),
+            Report::Failed(Failure::new(Step::JoinCgroup, Errno::EBUSY)),
+        ] {
+            assert_eq!(Report::decode(r.encode()), Some(r));
+        }
+        assert_eq!(Report::decode([99, 0, 0, 0, 0, 0, 0, 0]), None);
+    }
+
+    /// [`create`] with no new namespace (unshare(0) needs no privilege):
+    /// the reports of the real pipe, without root.
+    #[test]
+    fn create_reports_the_first_process_or_the_step_that_failed() {
+        let exec = |path: &'static std::ffi::CStr| {
+            move || {
+                let argv = [path.as_ptr(), std::ptr::null()];
+                let envp = [std::ptr::null()];
+                // SAFETY: NUL-terminated arrays of C strings on the stack.
+                unsafe { libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+                Errno::last()
+            }
+        };
+        let pid = create(CloneFlags::empty(), || Ok(()), exec(c"/bin/true")).unwrap();
+        assert!(pid > 0);
+        // Not our child (the intermediate one forked it): wait until it is gone.
+        let gone = (0..500).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            crate::state::process_start(pid).is_none()
+        });
+        assert!(gone, "pid {pid} still runs");
+
+        match create(
+            CloneFlags::empty(),
+            || Ok(()),
+            exec(c"/nonexistent/corral-init"),
+        ) {
+            Err(CreateError::Child(f)) => {
+                assert_eq!(f, Failure::new(Step::ExecInit, Errno::ENOENT))
+            }
+            other => panic!("expected an exec failure, got {other:?}"),
+        }
+        let refuse = || Err(Failure::new(Step::JoinCgroup, Errno::EACCES));
+        match create(CloneFlags::empty(), refuse, exec(c"/bin/true")) {
+            Err(CreateError::Child(f)) => {
+                assert_eq!(
+                    f.to_string(),
+                    "move into the tenant's cgroup: EACCES: Permission denied"
+                )
+            }
+            other => panic!("expected the prepare step's failure, got {other:?}"),
+        }
     }
 }
