@@ -87,3 +87,36 @@ impl Drop for Forwarding {
         PIPE.store(-1, Ordering::Relaxed);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_reach_the_pipe_and_dispositions_come_back() {
+        // SAFETY: setting a plain disposition.
+        unsafe { signal::signal(Signal::SIGUSR2, SigHandler::SigIgn) }.unwrap();
+        let f = Forwarding::start().unwrap();
+        assert!(f.pending().is_empty());
+        for s in [Signal::SIGUSR1, Signal::SIGUSR2] {
+            signal::raise(s).unwrap();
+        }
+        let mut got = Vec::new();
+        for _ in 0..100 {
+            got.extend(f.pending());
+            if got.len() == 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(got, [libc::SIGUSR1, libc::SIGUSR2]);
+        drop(f);
+        assert_eq!(PIPE.load(Ordering::Relaxed), -1);
+        // SAFETY: reading the disposition back by setting it again.
+        let usr2 = unsafe { signal::signal(Signal::SIGUSR2, SigHandler::SigDfl) }.unwrap();
+        assert_eq!(usr2, SigHandler::SigIgn, "an ignored signal stays ignored");
+        // SAFETY: as above.
+        let usr1 = unsafe { signal::signal(Signal::SIGUSR1, SigHandler::SigDfl) }.unwrap();
+        assert_eq!(usr1, SigHandler::SigDfl);
+    }
+}

@@ -621,3 +621,210 @@ pub fn environment_of(
     }
     env.into_iter().collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corral_profile::plan::{EnvPlan, SeccompAction, SeccompPlan};
+
+    fn security() -> corral_security::Prepared {
+        let plan = SeccompPlan {
+            enabled: false,
+            action: SeccompAction::Errno,
+            allow_ptrace: false,
+            allow_io_uring: false,
+            deny: vec![],
+            allow: vec![],
+        };
+        corral_security::prepare(&plan, 65534, 65534, &[]).unwrap()
+    }
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn spec<'a>(argv: &'a [String], env: &'a [(String, String)]) -> ExecSpec<'a> {
+        ExecSpec {
+            argv,
+            env,
+            cwd: "/srv",
+            stdio: [None; 3],
+            new_session: true,
+            controlling_tty: false,
+            preserve_fds: 0,
+            reset_signals: None,
+            reset_sched: false,
+        }
+    }
+
+    #[test]
+    fn commands_are_found_on_the_path_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        for (name, mode) in [("tool", 0o755), ("data", 0o644)] {
+            std::fs::write(bin.join(name), "").unwrap();
+            std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(mode))
+                .unwrap();
+        }
+        std::fs::create_dir(bin.join("subdir")).unwrap();
+        let path = format!("::/nonexistent:{}", bin.display());
+        assert_eq!(resolve("tool", &path), Some(bin.join("tool")));
+        assert_eq!(resolve("data", &path), None, "not executable");
+        assert_eq!(resolve("subdir", &path), None, "a directory");
+        assert_eq!(resolve("missing", &path), None);
+        assert_eq!(
+            resolve("./rel/x", ""),
+            Some(PathBuf::from("./rel/x")),
+            "a path is taken as it is (checked at exec, inside the sandbox)"
+        );
+    }
+
+    #[test]
+    fn an_exec_is_prepared_completely_before_the_child_exists() {
+        let sec = security();
+        let argv = strings(&["sh", "-c", "echo hi"]);
+        let env = vec![("PATH".to_string(), "/bin:/usr/bin".to_string())];
+        let e = Exec::prepare(
+            &sec,
+            &[(libc::RLIMIT_NOFILE as libc::c_int, 64, 128)],
+            spec(&argv, &env),
+        )
+        .unwrap();
+        assert!(e.path.to_str().unwrap().ends_with("/sh"), "{:?}", e.path);
+        assert_eq!(e.argv_ptrs.len(), 4, "argv and its NULL");
+        assert!(e.argv_ptrs[3].is_null());
+        assert_eq!(
+            e.argv_ptrs[1],
+            e.argv[1].as_ptr(),
+            "pointers into the argv it owns"
+        );
+        assert_eq!(e.envp_ptrs.len(), 2);
+        assert!(e.envp_ptrs[1].is_null());
+        assert_eq!(e.envp[0].to_str().unwrap(), "PATH=/bin:/usr/bin");
+        assert_eq!(e.cwd.to_str().unwrap(), "/srv");
+        assert_eq!(e.rlimits.len(), 1);
+        assert_eq!(
+            (e.rlimits[0].1.rlim_cur, e.rlimits[0].1.rlim_max),
+            (64, 128)
+        );
+        assert!(
+            e.new_session && !e.foreground_tty,
+            "a new session never takes the terminal"
+        );
+
+        // Without PATH, the default one is searched.
+        let none: Vec<(String, String)> = vec![];
+        assert!(Exec::prepare(&sec, &[], spec(&argv, &none)).is_ok());
+        let missing = strings(&["no-such-command-here"]);
+        match Exec::prepare(&sec, &[], spec(&missing, &env)) {
+            Err(e @ SpawnError::NotFound(_)) => {
+                assert_eq!(e.exit_code(), 127);
+                assert_eq!(
+                    e.to_string(),
+                    "no-such-command-here: command not found in the sandbox"
+                );
+            }
+            _ => panic!("expected NotFound"),
+        }
+        assert!(matches!(
+            Exec::prepare(&sec, &[], spec(&[], &env)),
+            Err(SpawnError::NotFound(p)) if p.is_empty()
+        ));
+        let nul = strings(&["sh", "a\0b"]);
+        assert!(matches!(
+            Exec::prepare(&sec, &[], spec(&nul, &env)),
+            Err(SpawnError::Nul(a)) if a == "a\0b"
+        ));
+        let nul_env = vec![("X".to_string(), "1\0".to_string())];
+        assert!(matches!(
+            Exec::prepare(&sec, &[], spec(&argv, &nul_env)),
+            Err(SpawnError::Nul(_))
+        ));
+    }
+
+    #[test]
+    fn failures_survive_the_trip_through_the_init() {
+        let argv = strings(&["/srv/app"]);
+        for e in [
+            SpawnError::NotFound("/srv/app".into()),
+            SpawnError::failed(Step::Exec, Errno::EACCES),
+            SpawnError::failed(Step::Exec, Errno::ENOENT),
+            SpawnError::failed(Step::Chdir, Errno::ENOENT),
+            SpawnError::failed(Step::Fork, Errno::EAGAIN),
+            SpawnError::failed(Step::Seccomp, Errno::EINVAL),
+        ] {
+            let (step, errno) = e.to_reply();
+            // On the wire: JSON, the step by name.
+            let reply = crate::proto::Reply::Failed { step, errno };
+            let json = crate::proto::encode(&reply);
+            assert_eq!(
+                crate::proto::decode::<crate::proto::Reply>(&json).unwrap(),
+                reply
+            );
+            let back = SpawnError::from_reply(&argv, step, errno);
+            assert_eq!(back.to_string(), e.to_string());
+            assert_eq!(back.exit_code(), e.exit_code());
+        }
+        let codes: Vec<i32> = [
+            SpawnError::NotFound(String::new()),
+            SpawnError::failed(Step::Exec, Errno::ENOENT),
+            SpawnError::failed(Step::Exec, Errno::EACCES),
+            SpawnError::failed(Step::Chdir, Errno::EACCES),
+        ]
+        .iter()
+        .map(SpawnError::exit_code)
+        .collect();
+        assert_eq!(codes, [127, 127, 126, 125], "as a shell reports them");
+        assert_eq!(
+            SpawnError::failed(Step::Exec, Errno::EACCES).to_string(),
+            "exec: EACCES: Permission denied"
+        );
+        // A NUL byte is refused before anything starts; it comes back as
+        // the step with EINVAL.
+        assert_eq!(
+            SpawnError::Nul("x".into()).to_reply(),
+            (Step::Arguments, libc::EINVAL)
+        );
+        let json = String::from_utf8(crate::proto::encode(&crate::proto::Reply::Failed {
+            step: Step::Chdir,
+            errno: 13,
+        }))
+        .unwrap();
+        assert_eq!(json, r#"{"Failed":{"step":"Chdir","errno":13}}"#);
+    }
+
+    #[test]
+    fn the_environment_is_cleared_then_kept_then_set() {
+        let rules = EnvPlan {
+            keep: strings(&["TERM", "LANG", "ABSENT"]),
+            set: [("PATH", "/usr/bin:/bin"), ("LANG", "C.UTF-8")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        let caller = [
+            ("TERM", "xterm"),
+            ("LANG", "de_DE"),
+            ("SECRET", "x"),
+            ("PATH", "/host"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        let extra = vec![("TERM".to_string(), "dumb".to_string())];
+        let env = environment_of(&rules, caller, &extra);
+        let want: Vec<(String, String)> = [
+            ("LANG", "C.UTF-8"),
+            ("PATH", "/usr/bin:/bin"),
+            ("TERM", "dumb"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(
+            env, want,
+            "sorted; set beats kept, extra beats set; the rest is gone"
+        );
+    }
+}
