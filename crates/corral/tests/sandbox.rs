@@ -297,6 +297,35 @@ fn failing_mount_in_the_init_leaves_nothing_behind() {
     let _ = inits.count();
 }
 
+/// A failure while the init starts comes back as its step and real errno
+/// (here: exec of corral-init), and `up` undoes what it did.
+#[test]
+fn an_init_that_cannot_start_is_reported_with_its_step_and_errno() {
+    let env = Env::new();
+    env.default_profile_with("");
+    let o = env
+        .cmd()
+        .env("CORRAL_INIT", "/nonexistent-corral/corral-init")
+        .args(["up", T1])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("exec corral-init: ENOENT: No such file or directory"),
+        "{err}"
+    );
+    assert!(
+        !env.state_dir().join("tenants").join(T1).exists(),
+        "no half-built state"
+    );
+    assert!(env.mounts_mentioning_state().is_empty());
+    assert!(
+        env.cgroup_dirs().iter().all(|d| !d.join(T1).exists()),
+        "no cgroup left"
+    );
+}
+
 #[test]
 fn a_symlink_planted_where_the_profile_binds_is_not_followed() {
     let env = Env::new();
