@@ -209,7 +209,6 @@ fn privileged(
         new_session: terminal,
         controlling_tty: terminal,
         preserve_fds: 0,
-        cgroup_entry: Vec::new(),
         reset_signals: None,
         reset_sched: unusual_policy(),
     };

@@ -370,7 +370,7 @@ async fn stream(
                 }
                 // Never exec'd, so it wrote nothing: no head can have gone out.
                 Ok(Reply::Failed { step, errno }) => {
-                    return Err(Failure::new(502, format!("could not start the script: {step}: {}", nix::errno::Errno::from_raw(errno))));
+                    return Err(Failure::new(502, format!("could not start the script: {}", corral_sandbox::proto::Failure::from_raw(step, errno))));
                 }
                 Ok(other) => log::line(format_args!("[{label}] unexpected message from the tenant init: {other:?}")),
                 Err(e) => {

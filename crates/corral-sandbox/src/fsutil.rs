@@ -232,3 +232,67 @@ pub fn set_attrs_recursive(fd: &OwnedFd, attrs: u64) -> Result<(), Errno> {
         None::<&str>,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn sandbox_paths_become_relative_without_climbing() {
+        assert_eq!(relative(Path::new("/")), "");
+        assert_eq!(relative(Path::new("/a/b")), "a/b");
+        assert_eq!(relative(Path::new("//a//b/")), "a/b");
+        assert_eq!(relative(Path::new("/a/./b")), "a/b");
+        assert_eq!(relative(Path::new("/../../etc")), "etc", "no '..' survives");
+    }
+
+    /// Runs without root: openat2 beneath a temp dir standing in for the
+    /// new root.
+    #[test]
+    fn ensure_creates_beneath_the_root_and_refuses_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = nix::fcntl::open(
+            dir.path(),
+            nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY,
+            nix::sys::stat::Mode::empty(),
+        )
+        .unwrap();
+        // SAFETY: a fresh fd from open, owned here only.
+        let root = unsafe { OwnedFd::from_raw_fd(root) };
+        let r = root.as_raw_fd();
+        ensure(r, Path::new("/srv/www/html"), Kind::Dir(0o750)).unwrap();
+        let html = dir.path().join("srv/www/html");
+        assert!(html.is_dir());
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(&html), 0o750, "the final component gets its mode");
+        assert_eq!(mode(&dir.path().join("srv/www")), 0o755, "parents 0755");
+        ensure(r, Path::new("/etc/hosts"), Kind::File(0o644)).unwrap();
+        assert!(dir.path().join("etc/hosts").is_file());
+        // Again: existing entries are fine.
+        ensure(r, Path::new("/srv/www/html"), Kind::Dir(0o750)).unwrap();
+        ensure(r, Path::new("/etc/hosts"), Kind::File(0o644)).unwrap();
+
+        // A symlink anywhere on the way, even one pointing inside, is refused.
+        std::os::unix::fs::symlink("/", dir.path().join("out")).unwrap();
+        std::os::unix::fs::symlink("srv", dir.path().join("in")).unwrap();
+        std::os::unix::fs::symlink("hosts", dir.path().join("etc/link")).unwrap();
+        for (p, kind) in [
+            ("/out/tmp/x", Kind::Dir(0o755)),
+            ("/in/www", Kind::Dir(0o755)),
+            ("/out", Kind::File(0o644)),
+            ("/etc/link", Kind::File(0o644)),
+        ] {
+            let e = ensure(r, Path::new(p), kind).unwrap_err();
+            assert!(
+                matches!(e, Errno::ELOOP | Errno::EXDEV | Errno::ENOTDIR),
+                "{p}: {e}"
+            );
+        }
+        assert!(
+            openat_beneath(r, "../x", libc::O_PATH, 0).is_err(),
+            "never above"
+        );
+        assert!(fd_path(&root).starts_with("/proc/self/fd/"));
+    }
+}

@@ -22,6 +22,36 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+/// What keeps the init from serving: sent to `corral up` as the
+/// `SetupReply::Failed` message.
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    #[error("open /dev/null: {0}")]
+    DevNull(#[source] std::io::Error),
+    #[error("read setup: {0}")]
+    ReadSetup(#[source] std::io::Error),
+    #[error("decode setup: {0}")]
+    DecodeSetup(#[source] serde_json::Error),
+    #[error(transparent)]
+    Rootfs(#[from] crate::rootfs::RootfsError),
+    #[error("sethostname {hostname}: {errno}")]
+    Hostname {
+        hostname: String,
+        #[source]
+        errno: Errno,
+    },
+    #[error(transparent)]
+    Limits(Box<corral_limits::LimitError>),
+    #[error(transparent)]
+    Security(#[from] corral_security::SecurityError),
+    #[error("drop the capability bounding set: {0}")]
+    BoundingSet(#[source] Errno),
+    #[error("install the seccomp filter in the init: {0}")]
+    Seccomp(#[source] Errno),
+    #[error("map the spawn stack: {0}")]
+    Stack(#[source] crate::spawn::SpawnError),
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Setup {
     pub plan: Plan,
@@ -102,11 +132,12 @@ pub fn main() -> ! {
     // SAFETY: prctl with integer arguments only.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
     let result = devnull
-        .map_err(|e| format!("open /dev/null: {e}"))
+        .map_err(InitError::DevNull)
         .and_then(|d| prepare(&mut setup, d, buf));
     let init = match result {
         Ok(i) => i,
-        Err(message) => {
+        Err(e) => {
+            let message = e.to_string();
             let _ = send_setup(&mut setup, &SetupReply::Failed { message });
             std::process::exit(1);
         }
@@ -117,7 +148,7 @@ pub fn main() -> ! {
             let _ = send_setup(
                 &mut setup,
                 &SetupReply::Failed {
-                    message: format!("install the seccomp filter in the init: {e}"),
+                    message: InitError::Seccomp(e).to_string(),
                 },
             );
             std::process::exit(1);
@@ -139,22 +170,9 @@ pub fn main() -> ! {
     init.serve(listener)
 }
 
-fn failed_reply(e: crate::spawn::SpawnError) -> Reply {
-    match e {
-        crate::spawn::SpawnError::Child { step, errno } => Reply::Failed {
-            step: step.to_string(),
-            errno: errno as i32,
-        },
-        // clone refused: EAGAIN at the process limit, ENOMEM...
-        crate::spawn::SpawnError::Fork(errno) => Reply::Failed {
-            step: "fork".into(),
-            errno: errno as i32,
-        },
-        e => Reply::Failed {
-            step: e.to_string(),
-            errno: 0,
-        },
-    }
+fn failed_reply(e: &crate::spawn::SpawnError) -> Reply {
+    let (step, errno) = e.to_reply();
+    Reply::Failed { step, errno }
 }
 
 fn send_setup(f: &mut std::fs::File, r: &SetupReply) -> std::io::Result<()> {
@@ -163,37 +181,39 @@ fn send_setup(f: &mut std::fs::File, r: &SetupReply) -> std::io::Result<()> {
     f.write_all(&b)
 }
 
-fn prepare(setup: &mut std::fs::File, devnull: OwnedFd, recv_buf: Vec<u8>) -> Result<Init, String> {
+fn prepare(
+    setup: &mut std::fs::File,
+    devnull: OwnedFd,
+    recv_buf: Vec<u8>,
+) -> Result<Init, InitError> {
     let mut len = [0u8; 4];
-    setup
-        .read_exact(&mut len)
-        .map_err(|e| format!("read setup: {e}"))?;
+    setup.read_exact(&mut len).map_err(InitError::ReadSetup)?;
     let mut buf = vec![0u8; u32::from_le_bytes(len) as usize];
-    setup
-        .read_exact(&mut buf)
-        .map_err(|e| format!("read setup: {e}"))?;
-    let s: Setup = serde_json::from_slice(&buf).map_err(|e| format!("decode setup: {e}"))?;
+    setup.read_exact(&mut buf).map_err(InitError::ReadSetup)?;
+    let s: Setup = serde_json::from_slice(&buf).map_err(InitError::DecodeSetup)?;
     drop(buf);
-    crate::rootfs::build(&s.plan, &s.root).map_err(|e| e.to_string())?;
+    crate::rootfs::build(&s.plan, &s.root)?;
     if s.plan.namespaces.uts {
-        nix::unistd::sethostname(&s.plan.hostname)
-            .map_err(|e| format!("sethostname {}: {e}", s.plan.hostname))?;
+        nix::unistd::sethostname(&s.plan.hostname).map_err(|errno| InitError::Hostname {
+            hostname: s.plan.hostname.clone(),
+            errno,
+        })?;
     }
-    let limits = corral_limits::Limits::from_source(&s.plan.limits).map_err(|e| e.to_string())?;
+    let limits = corral_limits::Limits::from_source(&s.plan.limits)
+        .map_err(|e| InitError::Limits(Box::new(e)))?;
     let groups: Vec<libc::gid_t> = s.plan.tenant.groups.iter().map(|g| g.1).collect();
     // The seccomp filter is installed in the init itself once setup is done
     // (see `main`): every child inherits it instead of compiling and loading
     // it again per spawn (which cost ~30% of the init's time per request),
     // and the init, which needs none of the denied calls any more, is
     // confined by it too.
-    let filter = corral_security::seccomp::build(&s.plan.seccomp).map_err(|e| e.to_string())?;
+    let filter = corral_security::seccomp::build(&s.plan.seccomp)?;
     let mut inherited = s.plan.seccomp.clone();
     inherited.enabled = false;
     let security =
-        corral_security::prepare(&inherited, s.plan.tenant.uid, s.plan.tenant.gid, &groups)
-            .map_err(|e| e.to_string())?
+        corral_security::prepare(&inherited, s.plan.tenant.uid, s.plan.tenant.gid, &groups)?
             .drop_bounding_set_for_children()
-            .map_err(|e| format!("drop the capability bounding set: {e}"))?;
+            .map_err(InitError::BoundingSet)?;
     // /dev/null inside the sandbox if the profile has one (what spawned
     // processes get for missing stdio); else the host one we opened before.
     let devnull = std::fs::OpenOptions::new()
@@ -202,7 +222,7 @@ fn prepare(setup: &mut std::fs::File, devnull: OwnedFd, recv_buf: Vec<u8>) -> Re
         .open("/dev/null")
         .map(OwnedFd::from)
         .unwrap_or(devnull);
-    let stack = ChildStack::new().map_err(|e| format!("map the spawn stack: {e}"))?;
+    let stack = ChildStack::new().map_err(InitError::Stack)?;
     Ok(Init {
         stack,
         rlimits: limits.rlimits(),
@@ -407,18 +427,12 @@ impl Init {
             new_session: true,
             controlling_tty: false,
             preserve_fds: 0,
-            cgroup_entry: Vec::new(),
             reset_signals: Some(&self.reset_signals),
             reset_sched: self.reset_sched,
         };
         let exec = match Exec::prepare(&self.security, &self.rlimits, spec) {
             Ok(e) => e,
-            Err(e) => {
-                return Some(Reply::Failed {
-                    step: e.to_string(),
-                    errno: 0,
-                })
-            }
+            Err(e) => return Some(failed_reply(&e)),
         };
         match exec.spawn(&mut self.stack) {
             Ok(pid) => {
@@ -437,7 +451,7 @@ impl Init {
                 // one reply is `Exited`, when it has exited.
                 (req.announce || req.detach).then_some(Reply::Spawned { pid: pid.as_raw() })
             }
-            Err(e) => Some(failed_reply(e)),
+            Err(e) => Some(failed_reply(&e)),
         }
     }
 

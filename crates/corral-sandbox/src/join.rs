@@ -1,5 +1,9 @@
-//! `corral run`: join a running tenant's namespaces (one setns per persisted
-//! namespace file: O(1), no /proc scan), fork, drop privileges, exec.
+//! Joining a running tenant's sandbox with setns: load what a join needs
+//! from the state dir ([`load`], [`load_or_up`]), enter it with the calling
+//! process ([`enter`]: entry slot, cgroup, one setns per persisted
+//! namespace file: O(1), no /proc scan), then fork, drop privileges and
+//! exec ([`run`]). `corral run`'s other path, a spawn of the tenant init
+//! through its control socket, is [`crate::via_init`].
 
 use crate::lifecycle::SandboxError;
 use crate::namespaces;
@@ -7,12 +11,12 @@ use crate::spawn::{environment, ChildStack, Exec, ExecSpec, SpawnError};
 use crate::state::{Layout, TenantState};
 use corral_limits::{Backend, EntryGuard, EntrySlots, Limits, TenantCgroup};
 use corral_profile::plan::Plan;
+use nix::errno::Errno;
 use nix::sched::CloneFlags;
-use nix::sys::signal::{self, SigHandler, Signal};
-use nix::sys::wait::{waitpid, WaitStatus};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JoinError {
@@ -24,8 +28,50 @@ pub enum JoinError {
     Sandbox(#[from] SandboxError),
     #[error(transparent)]
     Spawn(#[from] SpawnError),
-    #[error("{0}")]
-    Other(String),
+    #[error("read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("parse {}: {source}", path.display())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(transparent)]
+    Limits(Box<corral_limits::LimitError>),
+    #[error("entry slot: {0}")]
+    Entry(#[source] corral_limits::EntryError),
+    #[error("join cgroup: {0}")]
+    Cgroup(#[source] Box<corral_limits::CgroupError>),
+    #[error("join cgroup {}: {source}", dir.display())]
+    CgroupMove {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Security(#[from] corral_security::SecurityError),
+    /// A system call of this process's own (not the command's) failed.
+    #[error("{what}: {errno}")]
+    Sys {
+        what: &'static str,
+        #[source]
+        errno: Errno,
+    },
+    #[error("connect to {}: {errno}", path.display())]
+    Connect {
+        path: PathBuf,
+        #[source]
+        errno: Errno,
+    },
+    #[error("the tenant init went away: {0}")]
+    InitGone(#[source] Errno),
+    /// The init answered the request itself with `Error` (its words).
+    #[error("the tenant init refused the request: {message}")]
+    Refused { message: String },
 }
 
 /// What a join needs from the state dir, loaded once.
@@ -44,23 +90,28 @@ pub fn load(layout: &Layout, tenant: &str) -> Result<Target, JoinError> {
         Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
             return Err(JoinError::NotUp(tenant.to_string()))
         }
-        Err(e) => {
-            return Err(JoinError::Other(format!(
-                "read {}: {e}",
-                dir.state().display()
-            )))
+        Err(source) => {
+            return Err(JoinError::Read {
+                path: dir.state(),
+                source,
+            })
         }
     };
-    let raw = std::fs::read(dir.plan())
-        .map_err(|e| JoinError::Other(format!("read {}: {e}", dir.plan().display())))?;
-    let plan: Plan = serde_json::from_slice(&raw)
-        .map_err(|e| JoinError::Other(format!("parse {}: {e}", dir.plan().display())))?;
+    let path = dir.plan();
+    let raw = std::fs::read(&path).map_err(|source| JoinError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    let plan: Plan =
+        serde_json::from_slice(&raw).map_err(|source| JoinError::Parse { path, source })?;
     // Live changes (`corral limits set`) live in limits.json; the plan's
     // limits are the fallback for a state dir written without it.
     let limits = match std::fs::read(dir.limits()) {
-        Ok(b) => serde_json::from_slice(&b)
-            .map_err(|e| JoinError::Other(format!("parse {}: {e}", dir.limits().display())))?,
-        Err(_) => Limits::from_source(&plan.limits).map_err(|e| JoinError::Other(e.to_string()))?,
+        Ok(b) => serde_json::from_slice(&b).map_err(|source| JoinError::Parse {
+            path: dir.limits(),
+            source,
+        })?,
+        Err(_) => Limits::from_source(&plan.limits).map_err(|e| JoinError::Limits(Box::new(e)))?,
     };
     Ok(Target {
         state,
@@ -69,26 +120,42 @@ pub fn load(layout: &Layout, tenant: &str) -> Result<Target, JoinError> {
     })
 }
 
+/// [`load`], bringing the tenant up with `up` first when it is not up (the
+/// one "bring it up on first use" of every caller that starts commands).
+pub fn load_or_up<E: From<JoinError>>(
+    layout: &Layout,
+    tenant: &str,
+    up: impl FnOnce() -> Result<(), E>,
+) -> Result<Target, E> {
+    match load(layout, tenant) {
+        Err(JoinError::NotUp(_)) => {
+            up()?;
+            Ok(load(layout, tenant)?)
+        }
+        other => Ok(other?),
+    }
+}
+
 /// Take an entry-process slot for the tenant (released when the guard drops).
 pub fn entry(layout: &Layout, t: &Target) -> Result<Option<EntryGuard>, JoinError> {
     entry_slot(layout, &t.state.tenant, t.limits.entry_processes)
 }
 
-fn entry_slot(
+pub(crate) fn entry_slot(
     layout: &Layout,
     tenant: &str,
     limit: Option<u32>,
 ) -> Result<Option<EntryGuard>, JoinError> {
     let Some(limit) = limit else { return Ok(None) };
-    let slots = EntrySlots::open(&layout.tenant(tenant).entry(), limit)
-        .map_err(|e| JoinError::Other(e.to_string()))?;
+    let slots =
+        EntrySlots::open(&layout.tenant(tenant).entry(), limit).map_err(JoinError::Entry)?;
     match slots.try_acquire() {
         Ok(g) => Ok(Some(g)),
         Err(corral_limits::EntryError::Full { limit }) => Err(JoinError::EntryLimit {
             tenant: tenant.to_string(),
             limit,
         }),
-        Err(e) => Err(JoinError::Other(e.to_string())),
+        Err(e) => Err(JoinError::Entry(e)),
     }
 }
 
@@ -98,16 +165,6 @@ pub struct RunOptions {
     pub env: Vec<(String, String)>,
     /// Keep the caller's fds 3..3+N open in the command.
     pub preserve_fds: i32,
-}
-
-static CHILD: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn forward(sig: libc::c_int) {
-    let pid = CHILD.load(Ordering::Relaxed);
-    if pid > 0 {
-        // SAFETY: kill is async-signal-safe.
-        unsafe { libc::kill(pid, sig) };
-    }
 }
 
 /// A process that has entered a tenant's sandbox with [`enter`]: it holds
@@ -139,8 +196,7 @@ pub fn enter(layout: &Layout, t: &Target) -> Result<Entered, JoinError> {
         t.plan.tenant.uid,
         t.plan.tenant.gid,
         &groups,
-    )
-    .map_err(|e| JoinError::Other(e.to_string()))?;
+    )?;
     let rlimits = t.limits.rlimits();
     let mut fds = namespaces::open(&dir.ns(), &t.state.namespaces).map_err(SandboxError::from)?;
     if !fds.iter().all(|(fd, _)| is_nsfs(fd)) {
@@ -194,7 +250,6 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
         new_session: false,
         controlling_tty: false,
         preserve_fds: opts.preserve_fds,
-        cgroup_entry: Vec::new(),
         reset_signals: None,
         reset_sched: crate::spawn::unusual_policy(),
     };
@@ -219,14 +274,13 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
 /// global threadgroup lock and an RCU grace period (milliseconds on cgroup
 /// v1); a multi-threaded caller moves its whole thread group.
 fn join_cgroup(st: &TenantState) -> Result<(), JoinError> {
-    let err = |e: corral_limits::CgroupError| JoinError::Other(format!("join cgroup: {e}"));
+    let cgroup = |e| JoinError::Cgroup(Box::new(e));
     let dirs = if !st.cgroup_dirs.is_empty() {
         st.cgroup_dirs.clone()
     } else if let Some(cg) = &st.cgroup {
         // State written by an older corral: find the cgroup the slow way.
-        let backend = Backend::detect(&st.cgroup_parent)
-            .map_err(|e| JoinError::Other(format!("cgroup: {e}")))?;
-        TenantCgroup::open(&backend, cg).map_err(err)?.dirs()
+        let backend = Backend::detect(&st.cgroup_parent).map_err(cgroup)?;
+        TenantCgroup::open(&backend, cg).map_err(cgroup)?.dirs()
     } else {
         return Ok(());
     };
@@ -236,7 +290,7 @@ fn join_cgroup(st: &TenantState) -> Result<(), JoinError> {
     for d in &dirs {
         let (file, value) = if single {
             (
-                std::fs::File::from(corral_limits::open_self_entry(d).map_err(err)?),
+                std::fs::File::from(corral_limits::open_self_entry(d).map_err(cgroup)?),
                 "0".to_string(),
             )
         } else {
@@ -245,373 +299,55 @@ fn join_cgroup(st: &TenantState) -> Result<(), JoinError> {
                 std::fs::OpenOptions::new()
                     .write(true)
                     .open(&p)
-                    .map_err(|e| JoinError::Other(format!("join cgroup {}: {e}", p.display())))?,
+                    .map_err(|source| JoinError::CgroupMove { dir: p, source })?,
                 std::process::id().to_string(),
             )
         };
-        std::io::Write::write_all(&mut &file, value.as_bytes())
-            .map_err(|e| JoinError::Other(format!("join cgroup {}: {e}", d.display())))?;
+        std::io::Write::write_all(&mut &file, value.as_bytes()).map_err(|source| {
+            JoinError::CgroupMove {
+                dir: d.clone(),
+                source,
+            }
+        })?;
     }
     Ok(())
 }
 
 /// Wait for `pid`, a child of this process, forwarding the signals a
-/// terminal or a supervisor sends (INT, TERM, HUP, QUIT, USR1, USR2) to it
+/// terminal or a supervisor sends ([`crate::forward::FORWARDED`]) to it
 /// meanwhile; returns its status as a shell reports it (128+N for signal N).
 pub fn wait_forwarding(pid: Pid) -> Result<i32, JoinError> {
-    CHILD.store(pid.as_raw(), Ordering::Relaxed);
-    for s in FORWARDED {
-        // SAFETY: `forward` only calls kill, which is async-signal-safe.
-        unsafe { signal::signal(s, SigHandler::Handler(forward)) }.ok();
+    let sys = |what| move |errno| JoinError::Sys { what, errno };
+    let forwarding = crate::forward::Forwarding::start().map_err(sys("signal pipe"))?;
+    // SAFETY: integer arguments; a non-negative result is a new fd we own.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
+    if raw < 0 {
+        return Err(sys("pidfd_open")(Errno::last()));
     }
-    let code = wait_code(pid);
-    for s in FORWARDED {
-        // SAFETY: restoring the default disposition.
-        unsafe { signal::signal(s, SigHandler::SigDfl) }.ok();
-    }
-    CHILD.store(0, Ordering::Relaxed);
-    code
-}
-
-fn wait_code(pid: Pid) -> Result<i32, JoinError> {
+    // SAFETY: pidfd_open returned this descriptor, which nothing else owns.
+    let pidfd =
+        unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw as i32) };
     loop {
-        match waitpid(pid, None) {
+        match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
             Ok(WaitStatus::Exited(_, c)) => return Ok(c),
             Ok(WaitStatus::Signaled(_, s, _)) => return Ok(128 + s as i32),
-            Ok(_) => continue,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(JoinError::Other(format!("wait: {e}"))),
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(e) => return Err(sys("wait")(e)),
         }
-    }
-}
-
-/// The error for a spawn the init reports as `Failed`.
-fn start_failed(argv: &[String], step: &str, errno: i32) -> JoinError {
-    let errno = nix::errno::Errno::from_raw(errno);
-    if step.contains("not found") {
-        JoinError::Spawn(SpawnError::NotFound(
-            argv.first().cloned().unwrap_or_default(),
-        ))
-    } else if step == "fork" {
-        JoinError::Spawn(SpawnError::Fork(errno))
-    } else if errno as i32 == 0 {
-        // A failure without an errno: the init's own words.
-        JoinError::Other(format!(
-            "the tenant init could not start the command: {step}"
-        ))
-    } else {
-        JoinError::Spawn(SpawnError::Child {
-            step: if step == "exec" { "exec" } else { "start" },
-            errno,
-        })
-    }
-}
-
-/// Self-pipe for signals to forward while a spawn through the init runs.
-static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
-
-extern "C" fn to_pipe(sig: libc::c_int) {
-    let fd = SIGNAL_PIPE.load(Ordering::Relaxed);
-    if fd >= 0 {
-        let b = sig as u8;
-        // SAFETY: write(2) of one byte from the stack is async-signal-safe.
-        unsafe { libc::write(fd, (&b as *const u8).cast(), 1) };
-    }
-}
-
-/// Run a command as a spawn of the tenant's init, with this process's
-/// stdin/stdout/stderr, and wait for it. The init's child is born inside
-/// every namespace and the cgroup already, with the seccomp filter
-/// inherited: no cgroup migration, no setns,
-/// no filter compilation in this process. Measured faster than the setns
-/// join, so `corral run` uses it unless it needs the caller's terminal as a
-/// controlling terminal or extra fds (then [`run`] joins with setns).
-/// [`run_fast`] does the same without loading the target first.
-pub fn run_via_init(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinError> {
-    use crate::client::Client;
-    use crate::proto::{Request, SpawnRequest};
-    let dir = layout.tenant(&t.state.tenant);
-    let _slot = entry(layout, t)?;
-    let env = environment(&t.plan, std::env::vars(), &opts.env);
-    let cwd = opts
-        .cwd
-        .clone()
-        .unwrap_or_else(|| t.plan.workdir.to_string_lossy().into_owned());
-    let req = SpawnRequest {
-        argv: opts.argv.clone(),
-        env,
-        cwd,
-        timeout_ms: 0,
-        detach: false,
-        announce: false,
-        nfds: 3,
-    };
-    let client = Client::connect(&dir.control())
-        .map_err(|e| JoinError::Other(format!("connect to {}: {e}", dir.control().display())))?;
-    match converse(&client, &Request::Spawn(req), &opts.argv)? {
-        Answer::Code(code) => Ok(code),
-        Answer::Refused(message) => Err(JoinError::Other(format!(
-            "the tenant init refused the spawn request: {message}"
-        ))),
-    }
-}
-
-/// `corral run` on a running sandbox without loading its state or plan:
-/// connect to the init's control socket (it accepts only while the init
-/// lives), take an entry slot (the limit from limits.json, which `corral
-/// limits set` keeps current), and send a [`Request::Run`], for which the init
-/// applies the profile's environment rules and workdir itself. Saves reading
-/// and parsing state.json and plan.json and the /proc check on every run.
-///
-/// `Ok(None)`: this path does not apply (the tenant is not up, its state
-/// predates limits.json, or its init predates `Run`) and nothing was
-/// started; the caller takes the full path ([`load`], then [`run_via_init`]).
-pub fn run_fast(
-    layout: &Layout,
-    tenant: &str,
-    opts: &RunOptions,
-) -> Result<Option<i32>, JoinError> {
-    use crate::client::Client;
-    use crate::proto::{Request, RunRequest};
-    let dir = layout.tenant(tenant);
-    let Ok(raw) = std::fs::read(dir.limits()) else {
-        return Ok(None);
-    };
-    let Ok(limits) = serde_json::from_slice::<Limits>(&raw) else {
-        return Ok(None);
-    };
-    let Ok(client) = Client::connect(&dir.control()) else {
-        return Ok(None);
-    };
-    let _slot = entry_slot(layout, tenant, limits.entry_processes)?;
-    let req = RunRequest {
-        argv: opts.argv.clone(),
-        caller_env: std::env::vars().collect(),
-        extra_env: opts.env.clone(),
-        cwd: opts.cwd.clone(),
-        nfds: 3,
-    };
-    match converse(&client, &Request::Run(req), &opts.argv)? {
-        Answer::Code(code) => Ok(Some(code)),
-        Answer::Refused(_) => Ok(None),
-    }
-}
-
-/// How the init answered a foreground request.
-enum Answer {
-    /// The command ran: its exit status as a shell reports it.
-    Code(i32),
-    /// The init's first answer was `Error`: it did not take the request.
-    Refused(String),
-}
-
-const FORWARDED: [Signal; 6] = [
-    Signal::SIGINT,
-    Signal::SIGTERM,
-    Signal::SIGHUP,
-    Signal::SIGQUIT,
-    Signal::SIGUSR1,
-    Signal::SIGUSR2,
-];
-
-/// While alive, the forwarded signals go to the self-pipe; then back to
-/// their default action (a caller that goes on, e.g. after a refused
-/// request, must not keep a handler writing to a closed fd).
-struct Forwarding(#[allow(dead_code)] std::os::fd::OwnedFd);
-
-impl Drop for Forwarding {
-    fn drop(&mut self) {
-        for s in FORWARDED {
-            // SAFETY: restoring the default disposition.
-            unsafe { signal::signal(s, SigHandler::SigDfl) }.ok();
-        }
-        SIGNAL_PIPE.store(-1, Ordering::Relaxed);
-    }
-}
-
-/// Send a foreground request with this process's stdio, forward signals,
-/// and wait for its end.
-fn converse(
-    client: &crate::client::Client,
-    req: &crate::proto::Request,
-    argv: &[String],
-) -> Result<Answer, JoinError> {
-    use crate::proto::{Reply, Request};
-    let (sig_r, sig_w) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
-            .map_err(|e| JoinError::Other(format!("pipe: {e}")))?;
-    SIGNAL_PIPE.store(std::os::fd::AsRawFd::as_raw_fd(&sig_w), Ordering::Relaxed);
-    let _forwarding = Forwarding(sig_w);
-    for s in FORWARDED {
-        // SAFETY: `to_pipe` only calls write(2), which is async-signal-safe.
-        unsafe { signal::signal(s, SigHandler::Handler(to_pipe)) }.ok();
-    }
-    // Unannounced: the init's only answer is the end (Exited), or Failed
-    // when the command could not be started.
-    client
-        .send(req, &[0, 1, 2])
-        .map_err(|e| JoinError::Other(format!("spawn request: {e}")))?;
-    let mut first = true;
-    // SAFETY: the client's socket outlives this function's polls.
-    let client_fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(client.fd()) };
-    loop {
         let mut fds = [
+            nix::poll::PollFd::new(forwarding.fd(), nix::poll::PollFlags::POLLIN),
             nix::poll::PollFd::new(
-                std::os::fd::AsFd::as_fd(&sig_r),
+                std::os::fd::AsFd::as_fd(&pidfd),
                 nix::poll::PollFlags::POLLIN,
             ),
-            nix::poll::PollFd::new(client_fd, nix::poll::PollFlags::POLLIN),
         ];
         match nix::poll::poll(&mut fds, nix::poll::PollTimeout::NONE) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(JoinError::Other(format!("poll: {e}"))),
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(e) => return Err(sys("poll")(e)),
         }
-        let sig_ready = fds[0].revents().is_some_and(|r| !r.is_empty());
-        let sock_ready = fds[1].revents().is_some_and(|r| !r.is_empty());
-        if sig_ready {
-            let mut b = [0u8; 16];
-            if let Ok(n) = nix::unistd::read(std::os::fd::AsRawFd::as_raw_fd(&sig_r), &mut b) {
-                for s in &b[..n] {
-                    let _ = client.send(
-                        &Request::Signal {
-                            pid: 0,
-                            signal: i32::from(*s),
-                        },
-                        &[],
-                    );
-                }
-            }
+        for sig in forwarding.pending() {
+            // SAFETY: kill with integer arguments, to our own child.
+            unsafe { libc::kill(pid.as_raw(), sig) };
         }
-        if sock_ready {
-            let reply = client.recv();
-            let was_first = std::mem::replace(&mut first, false);
-            match reply {
-                Ok(Reply::Exited { code: Some(c), .. }) => return Ok(Answer::Code(c)),
-                Ok(Reply::Exited {
-                    signal: Some(s), ..
-                }) => return Ok(Answer::Code(128 + s)),
-                Ok(Reply::Exited { .. }) => return Ok(Answer::Code(128)),
-                Ok(Reply::Failed { step, errno }) => return Err(start_failed(argv, &step, errno)),
-                // Replies come in order: an error before anything else
-                // answers the request itself.
-                Ok(Reply::Error { message }) if was_first => return Ok(Answer::Refused(message)),
-                Ok(_) => {} // answers to Signal requests
-                Err(e) => return Err(JoinError::Other(format!("the tenant init went away: {e}"))),
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::proto::{self, Reply, Request};
-    use nix::sys::socket::{
-        accept, bind, listen, recv, send, socket, AddressFamily, Backlog, MsgFlags, SockFlag,
-        SockType, UnixAddr,
-    };
-    use std::os::fd::AsRawFd;
-
-    /// A stand-in init on the tenant's control socket: takes one request,
-    /// hands it to the caller's thread, answers `reply`.
-    fn fake_init(layout: &Layout, tenant: &str, reply: Reply) -> std::thread::JoinHandle<Request> {
-        let path = layout.tenant(tenant).control();
-        let fd = socket(
-            AddressFamily::Unix,
-            SockType::SeqPacket,
-            SockFlag::SOCK_CLOEXEC,
-            None,
-        )
-        .unwrap();
-        bind(fd.as_raw_fd(), &UnixAddr::new(&path).unwrap()).unwrap();
-        listen(&fd, Backlog::new(1).unwrap()).unwrap();
-        std::thread::spawn(move || {
-            let c = accept(fd.as_raw_fd()).unwrap();
-            let mut buf = vec![0u8; proto::MAX_MESSAGE];
-            let n = recv(c, &mut buf, MsgFlags::empty()).unwrap();
-            let req: Request = proto::decode(&buf[..n]).unwrap();
-            send(c, &proto::encode(&reply), MsgFlags::empty()).unwrap();
-            nix::unistd::close(c).unwrap();
-            req
-        })
-    }
-
-    fn opts() -> RunOptions {
-        RunOptions {
-            argv: vec!["/bin/true".into()],
-            cwd: None,
-            env: vec![("EXTRA".into(), "1".into())],
-            preserve_fds: 0,
-        }
-    }
-
-    #[test]
-    fn run_fast_applies_only_to_a_running_init_that_takes_run_requests() {
-        let dir = tempfile::tempdir().unwrap();
-        let layout = Layout::new(dir.path());
-        let t = "fast";
-        std::fs::create_dir_all(layout.tenant(t).dir.clone()).unwrap();
-        assert!(
-            run_fast(&layout, t, &opts()).unwrap().is_none(),
-            "no limits.json: not up"
-        );
-        std::fs::write(
-            layout.tenant(t).limits(),
-            serde_json::to_vec(&Limits::default()).unwrap(),
-        )
-        .unwrap();
-        assert!(
-            run_fast(&layout, t, &opts()).unwrap().is_none(),
-            "no init listening"
-        );
-
-        // An init that predates Run answers Error: nothing started, full path.
-        let init = fake_init(
-            &layout,
-            t,
-            Reply::Error {
-                message: "bad request: unknown variant `Run`".into(),
-            },
-        );
-        assert!(run_fast(&layout, t, &opts()).unwrap().is_none());
-        let Request::Run(req) = init.join().unwrap() else {
-            panic!("expected a Run request")
-        };
-        assert_eq!(req.argv, ["/bin/true"]);
-        assert_eq!(req.extra_env, [("EXTRA".to_string(), "1".to_string())]);
-        assert_eq!(req.cwd, None, "the init picks the profile's workdir");
-        assert_eq!(req.nfds, 3);
-        assert!(
-            req.caller_env.iter().any(|(k, _)| k == "PATH"),
-            "the caller's environment goes to the init, which filters it"
-        );
-        std::fs::remove_file(layout.tenant(t).control()).unwrap();
-
-        // A current init: its answer is the command's exit status.
-        let init = fake_init(
-            &layout,
-            t,
-            Reply::Exited {
-                pid: 2,
-                code: Some(7),
-                signal: None,
-                timed_out: false,
-            },
-        );
-        assert_eq!(run_fast(&layout, t, &opts()).unwrap(), Some(7));
-        init.join().unwrap();
-        std::fs::remove_file(layout.tenant(t).control()).unwrap();
-        let init = fake_init(
-            &layout,
-            t,
-            Reply::Exited {
-                pid: 2,
-                code: None,
-                signal: Some(9),
-                timed_out: false,
-            },
-        );
-        assert_eq!(run_fast(&layout, t, &opts()).unwrap(), Some(128 + 9));
-        init.join().unwrap();
     }
 }

@@ -1,10 +1,12 @@
 //! corral sandboxes: a tenant's namespaces and rootfs, built once by a tiny
 //! per-tenant init, persisted as namespace files, and joined in O(1).
 //!
-//! profile → plan → [`lifecycle::up`] (namespaces, [`rootfs`], [`init`]) →
-//! [`join::run`] / [`client::Client`] spawns → [`lifecycle::down`].
+//! profile → plan → [`lifecycle::up`] ([`namespaces`], [`rootfs`], [`init`])
+//! → `corral run` through the init ([`via_init`]) or by setns ([`join`]) /
+//! [`client::Client`] spawns → [`lifecycle::down`].
 
 pub mod client;
+pub mod forward;
 mod fsutil;
 pub mod init;
 pub mod join;
@@ -14,6 +16,7 @@ pub mod proto;
 pub mod rootfs;
 pub mod spawn;
 pub mod state;
+pub mod via_init;
 
 pub use lifecycle::{down, up, SandboxError, UpOptions, UpOutcome};
 pub use state::Layout;

@@ -3,10 +3,11 @@
 //! The sequence (validate first, then a straight line of steps):
 //! 1. lock the tenant (flock), so concurrent first uses build one sandbox;
 //! 2. create the tenant's cgroup;
-//! 3. fork an intermediate child, which moves itself into the cgroup,
-//!    unshares the namespaces and forks the init (pid 1 of the new pid
-//!    namespace), which execs corral-init with the setup socket and the
-//!    control listener;
+//! 3. create the namespaces ([`namespaces::create`]): an intermediate
+//!    child moves itself into the cgroup, unshares the namespaces and forks
+//!    the init (pid 1 of the new pid namespace), which execs corral-init
+//!    with the setup socket and the control listener; a failure comes back
+//!    as its step and real errno;
 //! 4. send the plan; while the init builds the rootfs and pivots, apply the
 //!    limits and write plan.json; wait for its Ready;
 //! 5. persist the namespace files, write state.json, then limits.json (the
@@ -19,10 +20,11 @@ use crate::proto::{self, SetupReply};
 use crate::state::{now_unix, process_start, write_atomic, Layout, TenantDir, TenantState};
 use corral_limits::{Backend, Limits, TenantCgroup};
 use corral_profile::plan::Plan;
+use corral_security::{Failure, Step};
 use nix::errno::Errno;
 use nix::sys::signal::{kill, Signal};
 use nix::sys::socket::{socket, socketpair, AddressFamily, SockFlag, SockType, UnixAddr};
-use nix::unistd::{fork, ForkResult, Pid};
+use nix::unistd::Pid;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
@@ -34,11 +36,40 @@ pub enum SandboxError {
     #[error("{0}: {1}")]
     Io(String, #[source] std::io::Error),
     #[error("{0}: {1}")]
-    Sys(String, Errno),
-    #[error("cgroup: {0}")]
-    Cgroup(String),
+    Sys(String, #[source] Errno),
+    #[error("cgroup of {tenant}: {source}")]
+    Cgroup {
+        tenant: String,
+        #[source]
+        source: Box<corral_limits::CgroupError>,
+    },
+    /// The init's own report of what failed while it built the sandbox.
     #[error("tenant init for {tenant} failed to build the sandbox: {message}")]
     Setup { tenant: String, message: String },
+    #[error("start the tenant init of {tenant}: {source}")]
+    Start {
+        tenant: String,
+        #[source]
+        source: namespaces::CreateError,
+    },
+    #[error("the init path {} holds a NUL byte", path.display())]
+    InitPath { path: PathBuf },
+    #[error("the tenant init of {tenant} gave no answer within {timeout:?}")]
+    Timeout { tenant: String, timeout: Duration },
+    /// EOF without an answer: the init died (e.g. exec failed) before it
+    /// could say why.
+    #[error(
+        "the tenant init of {tenant} exited before it answered (could corral-init be executed?)"
+    )]
+    NoAnswer { tenant: String },
+    #[error("the tenant init of {tenant} answered something else than a setup reply: {source}")]
+    BadAnswer {
+        tenant: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("the tenant init of {tenant} exited right after setup")]
+    ExitedAfterSetup { tenant: String },
     #[error(transparent)]
     Ns(#[from] namespaces::NsError),
 }
@@ -143,10 +174,12 @@ fn create(
     }
     std::fs::create_dir_all(dir.root()).map_err(io("create root mount point"))?;
     std::fs::create_dir_all(dir.entry()).map_err(io("create entry dir"))?;
-    let backend =
-        Backend::detect(&opts.cgroup_parent).map_err(|e| SandboxError::Cgroup(e.to_string()))?;
-    let cg = TenantCgroup::create(&backend, &plan.tenant.name)
-        .map_err(|e| SandboxError::Cgroup(e.to_string()))?;
+    let cgroup = |source| SandboxError::Cgroup {
+        tenant: plan.tenant.name.clone(),
+        source: Box::new(source),
+    };
+    let backend = Backend::detect(&opts.cgroup_parent).map_err(cgroup)?;
+    let cg = TenantCgroup::create(&backend, &plan.tenant.name).map_err(cgroup)?;
 
     let listener = control_listener(&dir.control())?;
     let (setup_host, setup_init) = socketpair(
@@ -173,8 +206,7 @@ fn create(
     // limits and plan.json. Nothing of the tenant's runs before the init
     // answers Ready, so every limit is in place before the first tenant
     // process starts.
-    cg.apply(limits)
-        .map_err(|e| SandboxError::Cgroup(e.to_string()))?;
+    cg.apply(limits).map_err(cgroup)?;
     write_atomic(
         &dir.plan(),
         &serde_json::to_vec(plan).expect("plan serializes"),
@@ -190,11 +222,10 @@ fn create(
             })
         }
     }
-    let names = namespaces::names(plan);
+    let names = namespaces::names(&plan.namespaces);
     namespaces::persist(pid, &dir.ns(), &names)?;
-    let init_start = process_start(pid).ok_or_else(|| SandboxError::Setup {
+    let init_start = process_start(pid).ok_or_else(|| SandboxError::ExitedAfterSetup {
         tenant: plan.tenant.name.clone(),
-        message: "the init exited right after setup".into(),
     })?;
     let st = TenantState {
         tenant: plan.tenant.name.clone(),
@@ -270,7 +301,10 @@ fn control_listener(path: &Path) -> Result<OwnedFd, SandboxError> {
     Ok(fd)
 }
 
-/// Fork the intermediate child, put it in the cgroup, unshare, fork the init.
+/// Start the tenant init in new namespaces ([`namespaces::create`]): the
+/// intermediate child first moves itself into the tenant's cgroup, and the
+/// init (pid 1 of the new pid namespace) execs corral-init in a session of
+/// its own with the setup socket as fd 3 and the control listener as fd 4.
 fn start_init(
     plan: &Plan,
     opts: &UpOptions,
@@ -278,158 +312,57 @@ fn start_init(
     setup: OwnedFd,
     listener: OwnedFd,
 ) -> Result<i32, SandboxError> {
-    let flags = namespaces::clone_flags(plan);
-    let user = plan.namespaces.user;
+    let tenant = &plan.tenant.name;
     let init = std::ffi::CString::new(opts.init.as_os_str().as_encoded_bytes()).map_err(|_| {
-        SandboxError::Setup {
-            tenant: plan.tenant.name.clone(),
-            message: "bad init path".into(),
+        SandboxError::InitPath {
+            path: opts.init.clone(),
         }
     })?;
-    let arg0 = std::ffi::CString::new(format!("corral-init: {}", plan.tenant.name))
-        .expect("tenant names have no NUL");
+    let arg0 =
+        std::ffi::CString::new(format!("corral-init: {tenant}")).expect("tenant names have no NUL");
     let argv = [arg0.as_ptr(), std::ptr::null()];
     let envp = [c"CORRAL_INIT_FDS=3,4".as_ptr(), std::ptr::null()];
-    let (go_r, go_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys("pipe"))?;
-    let (pid_r, pid_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys("pipe"))?;
     // The child moves itself into the cgroup before it unshares: the cgroup
     // namespace is rooted where the unsharing process is (see
     // `corral_limits::open_self_entry` for why the child and not us).
-    let entry = cg
-        .self_entry_fds()
-        .map_err(|e| SandboxError::Cgroup(e.to_string()))?;
-    // SAFETY: the child runs only async-signal-safe calls (read, write,
-    // unshare, fork, dup2, execve, _exit) on memory prepared before the fork.
-    match unsafe { fork() }.map_err(sys("fork"))? {
-        ForkResult::Child => {
-            let mut b = [0u8; 1];
-            for fd in &entry {
-                // SAFETY: writing static bytes to fds opened before the fork;
-                // on failure "c" and the errno go where the init's pid (or
-                // the user namespace's "u") would.
-                unsafe {
-                    if libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) != 1 {
-                        let e = Errno::last_raw().to_ne_bytes();
-                        let msg = [b'c', e[0], e[1], e[2], e[3]];
-                        libc::write(pid_w.as_raw_fd(), msg.as_ptr().cast(), msg.len());
-                        libc::_exit(6);
-                    }
-                }
-            }
-            // SAFETY: unshare takes only flags.
-            if unsafe { libc::unshare(flags.bits()) } < 0 {
-                // SAFETY: _exit is async-signal-safe and skips the parent's
-                // atexit handlers and buffers, which the forked child must
-                // not run.
-                unsafe { libc::_exit(2) };
-            }
-            if user {
-                // Ask the parent to write our uid/gid maps, wait until it has.
-                // SAFETY: one-byte write/read on pipes we own.
-                unsafe {
-                    if libc::write(pid_w.as_raw_fd(), b"u".as_ptr().cast(), 1) != 1
-                        || libc::read(go_r.as_raw_fd(), b.as_mut_ptr().cast(), 1) != 1
-                    {
-                        libc::_exit(5);
-                    }
-                }
-            }
-            // SAFETY: as above; the grandchild only dup2s and execs.
-            let gc = unsafe { libc::fork() };
-            if gc == 0 {
-                // SAFETY: dup2 onto fixed numbers; dup2 clears FD_CLOEXEC on the copies.
-                // First move both above 4, so neither dup2 clobbers the other.
-                // A session of its own: no terminal signal (Ctrl-C, hangup)
-                // aimed at whoever started the sandbox reaches the init.
-                unsafe {
-                    libc::setsid();
-                    let a = libc::fcntl(setup.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10);
-                    let b = libc::fcntl(listener.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10);
-                    libc::dup2(a, 3);
-                    libc::dup2(b, 4);
-                    libc::execve(init.as_ptr(), argv.as_ptr(), envp.as_ptr());
-                    libc::_exit(3)
-                }
-            }
-            let b = gc.to_ne_bytes();
-            // SAFETY: writing a stack buffer, then exiting without unwinding.
-            unsafe {
-                libc::write(pid_w.as_raw_fd(), b.as_ptr().cast(), b.len());
-                libc::_exit(if gc > 0 { 0 } else { 4 })
+    let entry = cg.self_entry_fds().map_err(|source| SandboxError::Cgroup {
+        tenant: tenant.clone(),
+        source: Box::new(source),
+    })?;
+    let join_cgroup = || {
+        for fd in &entry {
+            // SAFETY: writing a static byte to an fd opened before the fork.
+            if unsafe { libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) } != 1 {
+                return Err(Failure::new(Step::JoinCgroup, Errno::last()));
             }
         }
-        ForkResult::Parent { child } => {
-            drop(go_r);
-            drop(pid_w);
-            drop(entry);
-            // The child's first byte, when it sends a tagged one: "u" (map
-            // my ids) or "c" (the cgroup move failed, errno follows).
-            let mut tag = None;
-            if user {
-                let mut u = [0u8; 1];
-                let asked = nix::unistd::read(pid_r.as_raw_fd(), &mut u)
-                    .map_err(sys("wait for the user namespace"))
-                    .and_then(|n| {
-                        if n == 1 {
-                            Ok(u[0])
-                        } else {
-                            Err(SandboxError::Sys(
-                                "create the user namespace".into(),
-                                Errno::EPERM,
-                            ))
-                        }
-                    });
-                let mapped = match asked {
-                    Ok(b'u') => namespaces::write_identity_maps(child.as_raw())
-                        .map_err(io("write uid/gid maps")),
-                    Ok(other) => {
-                        tag = Some(other);
-                        Ok(())
-                    }
-                    Err(e) => Err(e),
-                };
-                if let Err(e) = mapped {
-                    let _ = kill(child, Signal::SIGKILL);
-                    let _ = nix::sys::wait::waitpid(child, None);
-                    return Err(e);
-                }
-                if tag.is_none() {
-                    nix::unistd::write(&go_w, b"m")
-                        .map_err(sys("resume the intermediate child"))?;
-                }
-            }
-            let status = nix::sys::wait::waitpid(child, None)
-                .map_err(sys("wait for the intermediate child"))?;
-            let mut f = std::fs::File::from(pid_r);
-            if let nix::sys::wait::WaitStatus::Exited(_, 6) = status {
-                let mut t = [0u8; 1];
-                let tagged = tag.is_some() || f.read_exact(&mut t).is_ok();
-                let mut e = [0u8; 4];
-                let errno = if tagged && f.read_exact(&mut e).is_ok() {
-                    Errno::from_raw(i32::from_ne_bytes(e))
-                } else {
-                    Errno::UnknownErrno
-                };
-                return Err(SandboxError::Cgroup(format!(
-                    "move the init into cgroup {}: {errno}",
-                    cg.name()
-                )));
-            }
-            let mut buf = [0u8; 4];
-            let got = f.read_exact(&mut buf).is_ok();
-            let pid = i32::from_ne_bytes(buf);
-            match status {
-                nix::sys::wait::WaitStatus::Exited(_, 0) if got && pid > 0 => Ok(pid),
-                nix::sys::wait::WaitStatus::Exited(_, 2) => {
-                    Err(SandboxError::Sys("unshare namespaces".into(), Errno::EPERM))
-                }
-                other => Err(SandboxError::Setup {
-                    tenant: plan.tenant.name.clone(),
-                    message: format!("could not start the init: {other:?}"),
-                }),
-            }
+        Ok(())
+    };
+    let exec_init = || {
+        // SAFETY: setsid, fcntl, dup2 and execve on fds and C strings
+        // prepared before the fork. A session of its own: no terminal
+        // signal (Ctrl-C, hangup) aimed at whoever started the sandbox
+        // reaches the init. Both fds move above 9 first, so neither dup2
+        // clobbers the other; dup2 clears FD_CLOEXEC on the copies.
+        unsafe {
+            libc::setsid();
+            let a = libc::fcntl(setup.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10);
+            let b = libc::fcntl(listener.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10);
+            libc::dup2(a, 3);
+            libc::dup2(b, 4);
+            libc::execve(init.as_ptr(), argv.as_ptr(), envp.as_ptr());
         }
-    }
+        Errno::last()
+    };
+    namespaces::create(
+        namespaces::clone_flags(&plan.namespaces),
+        join_cgroup,
+        exec_init,
+    )
+    .map_err(|source| SandboxError::Start {
+        tenant: tenant.clone(),
+        source,
+    })
 }
 
 fn read_reply(
@@ -438,10 +371,7 @@ fn read_reply(
     timeout: Duration,
 ) -> Result<SetupReply, SandboxError> {
     use std::os::fd::AsFd;
-    let failed = |message: String| SandboxError::Setup {
-        tenant: tenant.to_string(),
-        message,
-    };
+    let tenant = tenant.to_string();
     let mut pfd = [nix::poll::PollFd::new(
         f.as_fd(),
         nix::poll::PollFlags::POLLIN,
@@ -453,18 +383,18 @@ fn read_reply(
     )
     .map_err(sys("wait for the tenant init"))?;
     if n == 0 {
-        return Err(failed(format!("no answer within {timeout:?}")));
+        return Err(SandboxError::Timeout { tenant, timeout });
     }
     let mut len = [0u8; 4];
     // The init writes its errors into this socket; EOF without an answer
     // means it died (e.g. exec failed) before it could say why.
-    f.read_exact(&mut len).map_err(|_| {
-        failed("the init exited before it answered (could corral-init be executed?)".into())
-    })?;
+    if f.read_exact(&mut len).is_err() {
+        return Err(SandboxError::NoAnswer { tenant });
+    }
     let mut buf = vec![0u8; u32::from_le_bytes(len) as usize];
     f.read_exact(&mut buf)
         .map_err(io("read the init's answer"))?;
-    proto::decode(&buf).map_err(|e| failed(format!("bad answer: {e}")))
+    proto::decode(&buf).map_err(|source| SandboxError::BadAnswer { tenant, source })
 }
 
 /// Wait until `pid` is gone or a zombie.
@@ -531,8 +461,10 @@ fn remove_all(
     if let Some(parent) = cgroup_parent {
         if let Ok(backend) = Backend::detect(parent) {
             if let Ok(cg) = TenantCgroup::open(&backend, tenant) {
-                cg.remove()
-                    .map_err(|e| SandboxError::Cgroup(format!("remove cgroup of {tenant}: {e}")))?;
+                cg.remove().map_err(|source| SandboxError::Cgroup {
+                    tenant: tenant.to_string(),
+                    source: Box::new(source),
+                })?;
             }
         }
     }

@@ -9,11 +9,13 @@
 //! client closes it first, the init kills whatever it started that is not
 //! a detached service.
 
+pub use corral_security::{Failure, Step};
 use serde::{Deserialize, Serialize};
 
-/// Bumped whenever a message changes shape; `corral up` refuses to talk to an
-/// init of another version (use `corral restart`).
-pub const VERSION: u32 = 2;
+/// Bumped whenever a message changes shape; `corral up` does not reuse a
+/// sandbox whose init speaks another version: it takes it down and builds
+/// it anew.
+pub const VERSION: u32 = 3;
 /// Largest message either side sends.
 pub const MAX_MESSAGE: usize = 64 * 1024;
 
@@ -43,8 +45,7 @@ pub struct SpawnRequest {
 /// working directory the init derives from the profile it was built with
 /// (the caller's variables filtered by `env.keep`, then `env.set`, then
 /// `extra_env`; `cwd` or the profile's workdir), so the client reads no
-/// plan. An init older than this message answers `Error` (unknown
-/// variant), and the client falls back to a `Spawn` it builds itself.
+/// plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRequest {
     pub argv: Vec<String>,
@@ -82,9 +83,10 @@ pub enum Reply {
     Spawned {
         pid: i32,
     },
-    /// The child could not be started: which step failed and its errno.
+    /// The child could not be started: which step failed and its errno
+    /// (see [`corral_security::Failure`] for how it is printed).
     Failed {
-        step: String,
+        step: Step,
         errno: i32,
     },
     /// The spawned process ended: exit code, or the signal that killed it.

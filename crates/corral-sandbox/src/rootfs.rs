@@ -12,19 +12,45 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+/// A step of building the rootfs failed: what was done, on which path, and
+/// why.
 #[derive(Debug, thiserror::Error)]
 #[error("{what} {path}: {cause}")]
 pub struct RootfsError {
     pub what: &'static str,
     pub path: String,
-    pub cause: String,
+    #[source]
+    pub cause: Cause,
 }
 
-fn err(what: &'static str, path: &Path, cause: impl std::fmt::Display) -> RootfsError {
+/// Why a rootfs step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Cause {
+    #[error(transparent)]
+    Sys(#[from] Errno),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Nul(#[from] std::ffi::NulError),
+    #[error("a path component is a symlink")]
+    Symlink,
+    #[error("a path component is a symlink or not a directory")]
+    NotADirectory,
+    #[error("{errno} (source {})", from.display())]
+    Bind { errno: Errno, from: PathBuf },
+    #[error("raced")]
+    Raced,
+    #[error("exists and is not a directory (refusing symlinks)")]
+    NotTmpDir,
+    #[error("is owned by uid {owner}, not the tenant ({uid})")]
+    Owner { owner: u32, uid: u32 },
+}
+
+fn err(what: &'static str, path: &Path, cause: impl Into<Cause>) -> RootfsError {
     RootfsError {
         what,
         path: path.display().to_string(),
-        cause: cause.to_string(),
+        cause: cause.into(),
     }
 }
 
@@ -102,17 +128,11 @@ struct Rootfs {
 impl Rootfs {
     fn ensure(&self, dst: &Path, kind: Kind) -> Result<OwnedFd, RootfsError> {
         ensure(self.root.as_raw_fd(), dst, kind).map_err(|e| match e {
-            Errno::ELOOP | Errno::EXDEV => err(
-                "refusing to follow a symlink at",
-                dst,
-                "a path component is a symlink",
-            ),
+            Errno::ELOOP | Errno::EXDEV => {
+                err("refusing to follow a symlink at", dst, Cause::Symlink)
+            }
             // O_DIRECTORY|O_NOFOLLOW on a symlink reports ENOTDIR.
-            Errno::ENOTDIR => err(
-                "refusing mount point",
-                dst,
-                "a path component is a symlink or not a directory",
-            ),
+            Errno::ENOTDIR => err("refusing mount point", dst, Cause::NotADirectory),
             e => err("create mount point", dst, e),
         })
     }
@@ -216,7 +236,10 @@ impl Rootfs {
             err(
                 "bind mount onto",
                 dst,
-                format!("{e} (source {})", src.display()),
+                Cause::Bind {
+                    errno: e,
+                    from: src.to_path_buf(),
+                },
             )
         })?;
         let mounted = self.reopen(dst)?;
@@ -228,7 +251,7 @@ impl Rootfs {
             return Err(err(
                 "bind: destination changed while mounting",
                 dst,
-                "raced",
+                Cause::Raced,
             ));
         }
         let mut attrs = fsutil::MOUNT_ATTR_NOSUID;
@@ -447,15 +470,16 @@ fn prepare_tmp_dir(dir: &Path, uid: u32, gid: u32) -> Result<(), RootfsError> {
         }
     }
     match std::fs::symlink_metadata(dir) {
-        Ok(m) if m.file_type().is_symlink() || !m.is_dir() => Err(err(
-            "tmp dir",
-            dir,
-            "exists and is not a directory (refusing symlinks)",
-        )),
+        Ok(m) if m.file_type().is_symlink() || !m.is_dir() => {
+            Err(err("tmp dir", dir, Cause::NotTmpDir))
+        }
         Ok(m) if m.uid() != uid => Err(err(
             "tmp dir",
             dir,
-            format!("is owned by uid {}, not the tenant ({uid})", m.uid()),
+            Cause::Owner {
+                owner: m.uid(),
+                uid,
+            },
         )),
         Ok(_) => Ok(()),
         Err(_) => {

@@ -11,75 +11,58 @@
 //! `clone` returns the outcome is already known: a failure before exec is
 //! written by the child into the parent's memory as (step, errno).
 use corral_profile::plan::Plan;
+use corral_security::{Failure, Step};
 use nix::errno::Errno;
 use nix::unistd::Pid;
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
-
-/// Steps that can fail in the child, reported to the parent as a number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Step {
-    Cgroup = 1,
-    Stdio = 2,
-    Session = 3,
-    Rlimit = 4,
-    Chdir = 5,
-    Security = 6,
-    Exec = 7,
-}
-
-impl Step {
-    pub fn name(self) -> &'static str {
-        match self {
-            Step::Cgroup => "join cgroup",
-            Step::Stdio => "set up stdio",
-            Step::Session => "start a session",
-            Step::Rlimit => "set rlimits",
-            Step::Chdir => "change directory",
-            Step::Security => "drop privileges",
-            Step::Exec => "exec",
-        }
-    }
-    fn from_u8(v: u8) -> Step {
-        match v {
-            1 => Step::Cgroup,
-            2 => Step::Stdio,
-            3 => Step::Session,
-            4 => Step::Rlimit,
-            5 => Step::Chdir,
-            6 => Step::Security,
-            _ => Step::Exec,
-        }
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
     #[error("{0}: command not found in the sandbox")]
     NotFound(String),
-    #[error("{step}: {errno}")]
-    Child { step: &'static str, errno: Errno },
-    #[error("start the child process: {0}")]
-    Fork(Errno),
     #[error("bad argument: {0}")]
     Nul(String),
-    #[error("security setup: {0}")]
-    Security(String),
+    /// A step of starting the child failed (see [`Step`]).
+    #[error(transparent)]
+    Failed(#[from] Failure),
 }
 
 impl SpawnError {
+    fn failed(step: Step, errno: Errno) -> SpawnError {
+        SpawnError::Failed(Failure::new(step, errno))
+    }
+
     /// Exit status a shell would use for this failure.
     pub fn exit_code(&self) -> i32 {
         match self {
             SpawnError::NotFound(_) => 127,
-            SpawnError::Child {
-                step: "exec",
+            SpawnError::Failed(Failure {
+                step: Step::Exec,
                 errno: Errno::ENOENT,
-            } => 127,
-            SpawnError::Child { step: "exec", .. } => 126,
+            }) => 127,
+            SpawnError::Failed(Failure {
+                step: Step::Exec, ..
+            }) => 126,
             _ => 125,
+        }
+    }
+
+    /// The failure as the tenant init reports it (`Reply::Failed`).
+    pub fn to_reply(&self) -> (Step, i32) {
+        match self {
+            SpawnError::NotFound(_) => (Step::Resolve, libc::ENOENT),
+            SpawnError::Nul(_) => (Step::Arguments, libc::EINVAL),
+            SpawnError::Failed(f) => (f.step, f.errno as i32),
+        }
+    }
+
+    /// The inverse of [`SpawnError::to_reply`] for a spawn of `argv`.
+    pub fn from_reply(argv: &[String], step: Step, errno: i32) -> SpawnError {
+        match step {
+            Step::Resolve => SpawnError::NotFound(argv.first().cloned().unwrap_or_default()),
+            step => SpawnError::Failed(Failure::from_raw(step, errno)),
         }
     }
 }
@@ -94,9 +77,6 @@ pub struct Exec<'a> {
     cwd: CString,
     rlimits: Vec<(libc::c_int, libc::rlimit)>,
     security: &'a corral_security::Prepared,
-    /// [`corral_limits::open_self_entry`] files: the child writes "0" into
-    /// each, moving itself into the cgroup before exec.
-    cgroup_entry: Vec<OwnedFd>,
     /// fds to become 0, 1, 2 (None: keep what we have).
     stdio: [Option<RawFd>; 3],
     new_session: bool,
@@ -146,7 +126,6 @@ pub struct ExecSpec<'a> {
     /// controlling terminal, as a login does (`corral-shell`'s own pty).
     pub controlling_tty: bool,
     pub preserve_fds: i32,
-    pub cgroup_entry: Vec<OwnedFd>,
     /// The signals whose disposition differs from SIG_DFL in the forking
     /// process, if it knows them ([`non_default_signals`], taken once by a
     /// long-lived spawner); None resets every signal in the child.
@@ -205,7 +184,6 @@ impl<'a> Exec<'a> {
                 })
                 .collect(),
             security,
-            cgroup_entry: spec.cgroup_entry,
             stdio: spec.stdio,
             new_session: spec.new_session,
             controlling_tty: spec.new_session && spec.controlling_tty,
@@ -267,16 +245,16 @@ impl<'a> Exec<'a> {
         // SAFETY: restoring the mask saved above.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
         if pid < 0 {
-            return Err(SpawnError::Fork(clone_err));
+            return Err(SpawnError::failed(Step::Fork, clone_err));
         }
         // SAFETY: the child is done with `report` (exec'd or exited).
         let report = unsafe { std::ptr::read_volatile(&report) };
         if report.step != 0 {
             let _ = nix::sys::wait::waitpid(Pid::from_raw(pid), None);
-            return Err(SpawnError::Child {
-                step: Step::from_u8(report.step).name(),
-                errno: Errno::from_raw(report.errno),
-            });
+            return Err(SpawnError::failed(
+                Step::from_code(report.step).unwrap_or(Step::Exec),
+                Errno::from_raw(report.errno),
+            ));
         }
         Ok(Pid::from_raw(pid))
     }
@@ -289,7 +267,7 @@ impl<'a> Exec<'a> {
                 std::ptr::write_volatile(
                     report,
                     Report {
-                        step: step as u8,
+                        step: step.code(),
                         errno: errno as i32,
                     },
                 );
@@ -337,13 +315,7 @@ impl<'a> Exec<'a> {
             let normal = libc::sched_param { sched_priority: 0 };
             // SAFETY: a pointer to a sched_param on the stack.
             if unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &normal) } < 0 {
-                fail(Step::Security, Errno::last());
-            }
-        }
-        for fd in &self.cgroup_entry {
-            // SAFETY: writing a static buffer to an fd opened by the parent.
-            if unsafe { libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) } < 0 {
-                fail(Step::Cgroup, Errno::last());
+                fail(Step::Scheduler, Errno::last());
             }
         }
         for (target, src) in self.stdio.iter().enumerate() {
@@ -396,8 +368,8 @@ impl<'a> Exec<'a> {
                 fail(Step::Rlimit, Errno::last());
             }
         }
-        if let Err((_, errno)) = self.security.apply_in_child() {
-            fail(Step::Security, errno);
+        if let Err((step, errno)) = self.security.apply_in_child() {
+            fail(step, errno);
         }
         // The working directory is resolved only now: as the tenant (its
         // permissions apply), with every inherited fd already close-on-exec,
@@ -492,7 +464,7 @@ const RESOLVE_IN_ROOT: u64 = 0x10;
 /// What a child that failed before exec leaves in the parent's memory.
 #[derive(Clone, Copy)]
 struct Report {
-    /// A [`Step`]; 0 while nothing failed.
+    /// A [`Step::code`]; 0 while nothing failed.
     step: u8,
     errno: i32,
 }
@@ -537,12 +509,12 @@ impl ChildStack {
             )
         };
         if base == libc::MAP_FAILED {
-            return Err(SpawnError::Fork(Errno::last()));
+            return Err(SpawnError::failed(Step::Fork, Errno::last()));
         }
         let stack = ChildStack { base, len };
         // SAFETY: the lowest page of our own mapping becomes the guard.
         if unsafe { libc::mprotect(base, GUARD, libc::PROT_NONE) } < 0 {
-            return Err(SpawnError::Fork(Errno::last()));
+            return Err(SpawnError::failed(Step::Fork, Errno::last()));
         }
         Ok(stack)
     }
@@ -648,4 +620,211 @@ pub fn environment_of(
         env.insert(k.clone(), v.clone());
     }
     env.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corral_profile::plan::{EnvPlan, SeccompAction, SeccompPlan};
+
+    fn security() -> corral_security::Prepared {
+        let plan = SeccompPlan {
+            enabled: false,
+            action: SeccompAction::Errno,
+            allow_ptrace: false,
+            allow_io_uring: false,
+            deny: vec![],
+            allow: vec![],
+        };
+        corral_security::prepare(&plan, 65534, 65534, &[]).unwrap()
+    }
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn spec<'a>(argv: &'a [String], env: &'a [(String, String)]) -> ExecSpec<'a> {
+        ExecSpec {
+            argv,
+            env,
+            cwd: "/srv",
+            stdio: [None; 3],
+            new_session: true,
+            controlling_tty: false,
+            preserve_fds: 0,
+            reset_signals: None,
+            reset_sched: false,
+        }
+    }
+
+    #[test]
+    fn commands_are_found_on_the_path_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        for (name, mode) in [("tool", 0o755), ("data", 0o644)] {
+            std::fs::write(bin.join(name), "").unwrap();
+            std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(mode))
+                .unwrap();
+        }
+        std::fs::create_dir(bin.join("subdir")).unwrap();
+        let path = format!("::/nonexistent:{}", bin.display());
+        assert_eq!(resolve("tool", &path), Some(bin.join("tool")));
+        assert_eq!(resolve("data", &path), None, "not executable");
+        assert_eq!(resolve("subdir", &path), None, "a directory");
+        assert_eq!(resolve("missing", &path), None);
+        assert_eq!(
+            resolve("./rel/x", ""),
+            Some(PathBuf::from("./rel/x")),
+            "a path is taken as it is (checked at exec, inside the sandbox)"
+        );
+    }
+
+    #[test]
+    fn an_exec_is_prepared_completely_before_the_child_exists() {
+        let sec = security();
+        let argv = strings(&["sh", "-c", "echo hi"]);
+        let env = vec![("PATH".to_string(), "/bin:/usr/bin".to_string())];
+        let e = Exec::prepare(
+            &sec,
+            &[(libc::RLIMIT_NOFILE as libc::c_int, 64, 128)],
+            spec(&argv, &env),
+        )
+        .unwrap();
+        assert!(e.path.to_str().unwrap().ends_with("/sh"), "{:?}", e.path);
+        assert_eq!(e.argv_ptrs.len(), 4, "argv and its NULL");
+        assert!(e.argv_ptrs[3].is_null());
+        assert_eq!(
+            e.argv_ptrs[1],
+            e.argv[1].as_ptr(),
+            "pointers into the argv it owns"
+        );
+        assert_eq!(e.envp_ptrs.len(), 2);
+        assert!(e.envp_ptrs[1].is_null());
+        assert_eq!(e.envp[0].to_str().unwrap(), "PATH=/bin:/usr/bin");
+        assert_eq!(e.cwd.to_str().unwrap(), "/srv");
+        assert_eq!(e.rlimits.len(), 1);
+        assert_eq!(
+            (e.rlimits[0].1.rlim_cur, e.rlimits[0].1.rlim_max),
+            (64, 128)
+        );
+        assert!(
+            e.new_session && !e.foreground_tty,
+            "a new session never takes the terminal"
+        );
+
+        // Without PATH, the default one is searched.
+        let none: Vec<(String, String)> = vec![];
+        assert!(Exec::prepare(&sec, &[], spec(&argv, &none)).is_ok());
+        let missing = strings(&["no-such-command-here"]);
+        match Exec::prepare(&sec, &[], spec(&missing, &env)) {
+            Err(e @ SpawnError::NotFound(_)) => {
+                assert_eq!(e.exit_code(), 127);
+                assert_eq!(
+                    e.to_string(),
+                    "no-such-command-here: command not found in the sandbox"
+                );
+            }
+            _ => panic!("expected NotFound"),
+        }
+        assert!(matches!(
+            Exec::prepare(&sec, &[], spec(&[], &env)),
+            Err(SpawnError::NotFound(p)) if p.is_empty()
+        ));
+        let nul = strings(&["sh", "a\0b"]);
+        assert!(matches!(
+            Exec::prepare(&sec, &[], spec(&nul, &env)),
+            Err(SpawnError::Nul(a)) if a == "a\0b"
+        ));
+        let nul_env = vec![("X".to_string(), "1\0".to_string())];
+        assert!(matches!(
+            Exec::prepare(&sec, &[], spec(&argv, &nul_env)),
+            Err(SpawnError::Nul(_))
+        ));
+    }
+
+    #[test]
+    fn failures_survive_the_trip_through_the_init() {
+        let argv = strings(&["/srv/app"]);
+        for e in [
+            SpawnError::NotFound("/srv/app".into()),
+            SpawnError::failed(Step::Exec, Errno::EACCES),
+            SpawnError::failed(Step::Exec, Errno::ENOENT),
+            SpawnError::failed(Step::Chdir, Errno::ENOENT),
+            SpawnError::failed(Step::Fork, Errno::EAGAIN),
+            SpawnError::failed(Step::Seccomp, Errno::EINVAL),
+        ] {
+            let (step, errno) = e.to_reply();
+            // On the wire: JSON, the step by name.
+            let reply = crate::proto::Reply::Failed { step, errno };
+            let json = crate::proto::encode(&reply);
+            assert_eq!(
+                crate::proto::decode::<crate::proto::Reply>(&json).unwrap(),
+                reply
+            );
+            let back = SpawnError::from_reply(&argv, step, errno);
+            assert_eq!(back.to_string(), e.to_string());
+            assert_eq!(back.exit_code(), e.exit_code());
+        }
+        let codes: Vec<i32> = [
+            SpawnError::NotFound(String::new()),
+            SpawnError::failed(Step::Exec, Errno::ENOENT),
+            SpawnError::failed(Step::Exec, Errno::EACCES),
+            SpawnError::failed(Step::Chdir, Errno::EACCES),
+        ]
+        .iter()
+        .map(SpawnError::exit_code)
+        .collect();
+        assert_eq!(codes, [127, 127, 126, 125], "as a shell reports them");
+        assert_eq!(
+            SpawnError::failed(Step::Exec, Errno::EACCES).to_string(),
+            "exec: EACCES: Permission denied"
+        );
+        // A NUL byte is refused before anything starts; it comes back as
+        // the step with EINVAL.
+        assert_eq!(
+            SpawnError::Nul("x".into()).to_reply(),
+            (Step::Arguments, libc::EINVAL)
+        );
+        let json = String::from_utf8(crate::proto::encode(&crate::proto::Reply::Failed {
+            step: Step::Chdir,
+            errno: 13,
+        }))
+        .unwrap();
+        assert_eq!(json, r#"{"Failed":{"step":"Chdir","errno":13}}"#);
+    }
+
+    #[test]
+    fn the_environment_is_cleared_then_kept_then_set() {
+        let rules = EnvPlan {
+            keep: strings(&["TERM", "LANG", "ABSENT"]),
+            set: [("PATH", "/usr/bin:/bin"), ("LANG", "C.UTF-8")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        let caller = [
+            ("TERM", "xterm"),
+            ("LANG", "de_DE"),
+            ("SECRET", "x"),
+            ("PATH", "/host"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        let extra = vec![("TERM".to_string(), "dumb".to_string())];
+        let env = environment_of(&rules, caller, &extra);
+        let want: Vec<(String, String)> = [
+            ("LANG", "C.UTF-8"),
+            ("PATH", "/usr/bin:/bin"),
+            ("TERM", "dumb"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(
+            env, want,
+            "sorted; set beats kept, extra beats set; the rest is gone"
+        );
+    }
 }

@@ -156,9 +156,13 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> std::io::Result<()> 
 /// Start time of a process (field 22 of /proc/PID/stat) if it exists and is
 /// not a zombie.
 pub fn process_start(pid: i32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    start_time(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// Field 22 of a /proc/PID/stat line, unless the state says zombie or dead.
+fn start_time(s: &str) -> Option<u64> {
     // The command name (field 2) may contain spaces and parens: split after the last ')'.
-    let rest = &s[s.rfind(')')? + 2..];
+    let rest = s.get(s.rfind(')')? + 2..)?;
     let fields: Vec<&str> = rest.split(' ').collect();
     // rest starts at field 3 (state).
     if fields.first().copied() == Some("Z") || fields.first().copied() == Some("X") {
@@ -179,4 +183,122 @@ pub fn now_unix() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A /proc/PID/stat line for `comm` in `state`, started at `start`.
+    fn stat(comm: &str, state: &str, start: u64) -> String {
+        let mut f: Vec<String> = vec!["4242".into(), format!("({comm})"), state.into()];
+        f.extend((4..=21).map(|i| i.to_string()));
+        f.push(start.to_string());
+        f.extend((23..=52).map(|_| "0".to_string()));
+        f.join(" ") + "\n"
+    }
+
+    #[test]
+    fn start_time_is_field_22_whatever_the_command_name() {
+        assert_eq!(start_time(&stat("corral-init", "S", 123456)), Some(123456));
+        for comm in ["a b", "x) (y", "))", "(", ") R 1 2 3"] {
+            assert_eq!(start_time(&stat(comm, "R", 77)), Some(77), "{comm:?}");
+        }
+        assert_eq!(
+            start_time(&stat("gone", "Z", 5)),
+            None,
+            "a zombie is not alive"
+        );
+        assert_eq!(start_time(&stat("gone", "X", 5)), None);
+        assert_eq!(start_time(""), None);
+        assert_eq!(start_time("1 (cut"), None);
+        assert_eq!(start_time("1 (short) S 1 2"), None);
+        assert_eq!(start_time("1 (x)"), None, "nothing after the name");
+    }
+
+    #[test]
+    fn this_process_has_a_start_time_and_a_dead_pid_none() {
+        let me = process_start(std::process::id() as i32).expect("our own stat");
+        assert!(me > 0);
+        assert_eq!(process_start(i32::MAX), None);
+    }
+
+    fn state(tenant: &str) -> TenantState {
+        TenantState {
+            tenant: tenant.into(),
+            init_pid: i32::MAX,
+            init_start: 1,
+            digest: "d".into(),
+            created_unix: 2,
+            proto: 3,
+            namespaces: vec!["pid".into(), "mnt".into()],
+            cgroup: Some(tenant.into()),
+            cgroup_parent: "corral".into(),
+            cgroup_dirs: vec![PathBuf::from("/sys/fs/cgroup/corral/t")],
+        }
+    }
+
+    #[test]
+    fn state_files_read_back_and_damage_is_invalid_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path());
+        let t = layout.tenant("web");
+        assert!(t.read_state().unwrap().is_none(), "never written");
+        std::fs::create_dir_all(&t.dir).unwrap();
+        let st = state("web");
+        write_atomic(&t.state(), &serde_json::to_vec(&st).unwrap(), 0o600).unwrap();
+        assert_eq!(t.read_state().unwrap(), Some(st.clone()));
+        assert!(!st.init_alive(), "no such pid");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(t.state()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let leftovers: Vec<_> = std::fs::read_dir(&t.dir).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temp file left behind");
+        // What a crash can leave: empty or cut short.
+        for damaged in [&b""[..], &b"{\"tenant\": \"web\""[..]] {
+            std::fs::write(t.state(), damaged).unwrap();
+            let e = t.read_state().unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        }
+        // A state written before cgroup_dirs existed still reads.
+        let mut v = serde_json::to_value(state("web")).unwrap();
+        v.as_object_mut().unwrap().remove("cgroup_dirs");
+        std::fs::write(t.state(), serde_json::to_vec(&v).unwrap()).unwrap();
+        assert!(t.read_state().unwrap().unwrap().cgroup_dirs.is_empty());
+    }
+
+    #[test]
+    fn layout_paths_and_listing() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path());
+        assert_eq!(
+            layout.list().unwrap(),
+            Vec::<String>::new(),
+            "no tenants dir yet"
+        );
+        let t = layout.tenant("web");
+        let base = dir.path().join("tenants/web");
+        assert_eq!(t.dir, base);
+        assert_eq!(t.state(), base.join("state.json"));
+        assert_eq!(t.plan(), base.join("plan.json"));
+        assert_eq!(t.control(), base.join("control.sock"));
+        assert_eq!(t.ns(), base.join("ns"));
+        assert_eq!(t.root(), base.join("root"));
+        assert_eq!(t.limits(), base.join("limits.json"));
+        assert_eq!(t.entry(), base.join("entry"));
+        assert_eq!(
+            layout.lock_file("web"),
+            dir.path().join("locks/web.lock"),
+            "outside the tenant's directory, which down removes"
+        );
+        for name in ["web", "api", "blog"] {
+            std::fs::create_dir_all(layout.tenant(name).dir).unwrap();
+        }
+        std::fs::write(layout.tenants().join("stray-file"), "").unwrap();
+        assert_eq!(
+            layout.list().unwrap(),
+            ["api", "blog", "web"],
+            "sorted, dirs only"
+        );
+    }
 }

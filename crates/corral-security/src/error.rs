@@ -19,7 +19,12 @@ pub enum SecurityError {
 
     /// seccompiler refused the rules (should not happen for rules corral builds).
     #[error("compiling the seccomp filter: {0}")]
-    Compile(String),
+    Compile(#[source] seccompiler::BackendError),
+
+    /// A syscall number that does not fit a BPF comparison (should not
+    /// happen for the numbers of the syscall table).
+    #[error("compiling the seccomp filter: syscall number {0}")]
+    SyscallNumber(i64),
 
     /// The kernel accepts at most `BPF_MAXINSNS` (4096) instructions.
     #[error("the seccomp filter has {0} instructions; the kernel accepts at most 4096")]

@@ -39,10 +39,12 @@ pub mod fds;
 pub mod identity;
 pub mod seccomp;
 mod sequence;
+pub mod step;
 mod sys;
 pub mod syscalls;
 
 pub use error::SecurityError;
 pub use nix::errno::Errno;
 pub use seccomp::{default_deny_list, Filter};
-pub use sequence::{prepare, FdAction, Prepared, Step};
+pub use sequence::{prepare, FdAction, Prepared};
+pub use step::{Failure, Step};

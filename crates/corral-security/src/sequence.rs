@@ -1,13 +1,12 @@
 //! Everything a tenant process needs between fork and exec, prepared before
 //! fork and applied after it in a fixed order.
 
-use std::fmt;
-
 use corral_profile::plan::SeccompPlan;
 use nix::errno::Errno;
 
 use crate::error::SecurityError;
 use crate::seccomp::{self, Filter};
+use crate::step::Step;
 use crate::{caps, fds, identity};
 
 /// What to do with inherited descriptors `>= from` (0–2 are always kept).
@@ -20,84 +19,6 @@ pub enum FdAction {
     /// Mark them close-on-exec: still usable until exec (an error pipe can
     /// report a failure of a later step), gone after it.
     CloseOnExec { from: i32 },
-}
-
-/// One step of [`Prepared::apply_in_child`], in the order they run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum Step {
-    DropBoundingSet = 1,
-    Identity = 2,
-    ClearAmbient = 3,
-    ClearCapabilities = 4,
-    NoNewPrivs = 5,
-    Fds = 6,
-    Seccomp = 7,
-}
-
-impl Step {
-    /// Every step, in order.
-    pub const ALL: [Step; 7] = [
-        Step::DropBoundingSet,
-        Step::Identity,
-        Step::ClearAmbient,
-        Step::ClearCapabilities,
-        Step::NoNewPrivs,
-        Step::Fds,
-        Step::Seccomp,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Step::DropBoundingSet => "drop the capability bounding set",
-            Step::Identity => "switch uid, gid and groups",
-            Step::ClearAmbient => "clear ambient capabilities",
-            Step::ClearCapabilities => "clear capabilities",
-            Step::NoNewPrivs => "set no_new_privs",
-            Step::Fds => "close inherited file descriptors",
-            Step::Seccomp => "install the seccomp filter",
-        }
-    }
-
-    /// The number the step has on the wire (see [`Step::encode`]).
-    pub fn code(self) -> u8 {
-        self as u8
-    }
-
-    pub fn from_code(code: u8) -> Option<Step> {
-        Step::ALL.into_iter().find(|s| s.code() == code)
-    }
-
-    /// A failure as 8 bytes for an error pipe (step code, then errno, both
-    /// little-endian u32/i32). Allocation-free, so the child can send it.
-    pub fn encode(self, errno: Errno) -> [u8; 8] {
-        let mut out = [0u8; 8];
-        let code = u32::from(self.code()).to_le_bytes();
-        let errno = (errno as i32).to_le_bytes();
-        let mut i = 0;
-        while i < 4 {
-            out[i] = code[i];
-            out[4 + i] = errno[i];
-            i += 1;
-        }
-        out
-    }
-
-    /// The inverse of [`Step::encode`]; `None` for an unknown step code.
-    pub fn decode(bytes: [u8; 8]) -> Option<(Step, Errno)> {
-        let [c0, c1, c2, c3, e0, e1, e2, e3] = bytes;
-        let code = u8::try_from(u32::from_le_bytes([c0, c1, c2, c3])).ok()?;
-        Some((
-            Step::from_code(code)?,
-            Errno::from_raw(i32::from_le_bytes([e0, e1, e2, e3])),
-        ))
-    }
-}
-
-impl fmt::Display for Step {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// Everything [`Prepared::apply_in_child`] needs, computed before fork.
@@ -224,23 +145,6 @@ mod tests {
             deny: vec![],
             allow: vec![],
         }
-    }
-
-    #[test]
-    fn steps_round_trip_through_the_wire_format() {
-        for step in Step::ALL {
-            for errno in [Errno::EPERM, Errno::EINVAL, Errno::ENOSYS] {
-                assert_eq!(Step::decode(step.encode(errno)), Some((step, errno)));
-            }
-        }
-        assert_eq!(Step::decode([0, 0, 0, 0, 1, 0, 0, 0]), None);
-        assert_eq!(Step::decode([1, 1, 0, 0, 1, 0, 0, 0]), None);
-        let codes: Vec<u8> = Step::ALL.iter().map(|s| s.code()).collect();
-        assert_eq!(
-            codes,
-            (1..=7).collect::<Vec<u8>>(),
-            "codes follow the order"
-        );
     }
 
     #[test]

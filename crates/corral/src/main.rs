@@ -24,7 +24,7 @@ fn main() {
     let code = match cmd::dispatch(&ctx, command) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("corral: {e:#}");
+            eprintln!("corral: {}", out::error_line(&e));
             ctx::EXIT_FAILURE
         }
     };

@@ -52,3 +52,40 @@ macro_rules! outln {
 }
 
 pub(crate) use {out, outln};
+
+/// An error and its causes on one line, each said once: the library errors
+/// name their cause in their own message (so a plain `{e}` is complete)
+/// and also expose it as `source()`, which anyhow's `{:#}` would print a
+/// second time. A cause whose text its wrapper already holds is skipped.
+pub fn error_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_line;
+
+    #[test]
+    fn every_cause_is_said_once() {
+        let io = std::io::Error::from_raw_os_error(libc::ENOENT);
+        let e = anyhow::Error::new(corral_sandbox::SandboxError::Io("read x".into(), io))
+            .context("bring up t1");
+        assert_eq!(
+            error_line(&e),
+            "bring up t1: read x: No such file or directory (os error 2)"
+        );
+        let bare = anyhow::anyhow!("plain");
+        assert_eq!(error_line(&bare.context("outer")), "outer: plain");
+    }
+}

@@ -261,6 +261,19 @@ fn bad_profile_is_refused_with_its_location_and_nothing_is_created() {
     assert!(env.cgroup_dirs().iter().all(|d| !d.join(T1).exists()));
 }
 
+/// After a failed `up` of T1: no state dir, no mount, no cgroup.
+fn assert_failed_up_left_nothing(env: &Env) {
+    assert!(
+        !env.state_dir().join("tenants").join(T1).exists(),
+        "no half-built state"
+    );
+    assert!(env.mounts_mentioning_state().is_empty());
+    assert!(
+        env.cgroup_dirs().iter().all(|d| !d.join(T1).exists()),
+        "no cgroup left"
+    );
+}
+
 #[test]
 fn failing_mount_in_the_init_leaves_nothing_behind() {
     let env = Env::new();
@@ -271,15 +284,7 @@ fn failing_mount_in_the_init_leaves_nothing_behind() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("/nonexistent-corral-src"), "{err}");
-    assert!(
-        !env.state_dir().join("tenants").join(T1).exists(),
-        "no half-built state"
-    );
-    assert!(env.mounts_mentioning_state().is_empty());
-    assert!(
-        env.cgroup_dirs().iter().all(|d| !d.join(T1).exists()),
-        "no cgroup left"
-    );
+    assert_failed_up_left_nothing(&env);
     let inits = std::fs::read_dir("/proc").unwrap().flatten().filter(|e| {
         std::fs::read(e.path().join("cmdline"))
             .map(|c| c.starts_with(format!("corral-init: {T1}").as_bytes()))
@@ -295,6 +300,27 @@ fn failing_mount_in_the_init_leaves_nothing_behind() {
     // Other tests may run a T1 init of their own: only ours must be gone,
     // which the missing state dir and cgroup already prove; count for the log.
     let _ = inits.count();
+}
+
+/// A failure while the init starts comes back as its step and real errno
+/// (here: exec of corral-init), and `up` undoes what it did.
+#[test]
+fn an_init_that_cannot_start_is_reported_with_its_step_and_errno() {
+    let env = Env::new();
+    env.default_profile_with("");
+    let o = env
+        .cmd()
+        .env("CORRAL_INIT", "/nonexistent-corral/corral-init")
+        .args(["up", T1])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("exec corral-init: ENOENT: No such file or directory"),
+        "{err}"
+    );
+    assert_failed_up_left_nothing(&env);
 }
 
 #[test]

@@ -64,7 +64,7 @@ pub(crate) fn compile(
     rules: &BTreeMap<i64, Match>,
     action: SeccompAction,
 ) -> Result<Vec<sock_filter>, SecurityError> {
-    let compile_err = |e: seccompiler::BackendError| SecurityError::Compile(e.to_string());
+    let compile_err = SecurityError::Compile;
 
     let mut program = vec![
         stmt(BPF_LD_W_ABS, DATA_ARCH),
@@ -79,8 +79,7 @@ pub(crate) fn compile(
     for (&nr, how) in rules {
         let chain = match *how {
             Match::Enosys => {
-                let nr = u32::try_from(nr)
-                    .map_err(|_| SecurityError::Compile(format!("syscall number {nr}")))?;
+                let nr = u32::try_from(nr).map_err(|_| SecurityError::SyscallNumber(nr))?;
                 program.push(jump(BPF_JEQ_K, nr, 0, 1));
                 program.push(stmt(BPF_RET_K, RET_ERRNO | libc::ENOSYS as u32));
                 continue;

@@ -114,8 +114,12 @@ fn run(ctx: &Ctx, a: &CgiArgs) -> Result<i32, Fail> {
     let checked =
         safety::check(&script, host.as_deref(), &map).map_err(|r| fail(r.status, r.to_string()))?;
     let tenant = checked.tenant.name.clone();
-    let target = super::run::target(ctx, &tenant)
-        .map_err(|e| fail(503, format!("sandbox of {tenant}: {e:#}")))?;
+    let target = super::run::target(ctx, &tenant).map_err(|e| {
+        fail(
+            503,
+            format!("sandbox of {tenant}: {}", crate::out::error_line(&e)),
+        )
+    })?;
     let _slot = match join::entry(&ctx.layout, &target) {
         Ok(s) => s,
         Err(e @ JoinError::EntryLimit { .. }) => {
@@ -163,9 +167,9 @@ fn run(ctx: &Ctx, a: &CgiArgs) -> Result<i32, Fail> {
                 return Err(fail(
                     502,
                     format!(
-                        "could not start {}: {step}: {}",
+                        "could not start {}: {}",
                         checked.real.display(),
-                        nix::errno::Errno::from_raw(errno)
+                        corral_sandbox::proto::Failure::from_raw(step, errno)
                     ),
                 ))
             }

@@ -3,7 +3,7 @@
 //! tells the gateway how to bring sandboxes up.
 
 use crate::ctx::Ctx;
-use corral_sandbox::join::{self, JoinError, Target};
+use corral_sandbox::join::{self, Target};
 use corral_sandbox::{Layout, UpOptions};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -59,16 +59,9 @@ impl CliSandboxes {
     }
 
     pub fn target(&self, tenant: &str) -> anyhow::Result<Target> {
-        match join::load(&self.layout, tenant) {
-            Ok(t) => Ok(t),
-            Err(JoinError::NotUp(_)) => {
-                let plan = corral_profile::load(&self.config_dir, tenant)?;
-                let limits = corral_limits::Limits::from_source(&plan.limits)?;
-                corral_sandbox::up(&self.layout, &plan, &limits, &self.up)?;
-                Ok(join::load(&self.layout, tenant)?)
-            }
-            Err(e) => Err(e.into()),
-        }
+        join::load_or_up(&self.layout, tenant, || {
+            super::tenants::bring_up(&self.layout, &self.config_dir, &self.up, tenant).map(drop)
+        })
     }
 }
 

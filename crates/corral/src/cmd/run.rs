@@ -5,7 +5,9 @@ use crate::cli::RunArgs;
 use crate::ctx::{Ctx, EXIT_ENTRY_LIMIT};
 use corral_sandbox::client::Client;
 use corral_sandbox::join::{self, JoinError, RunOptions, Target};
-use corral_sandbox::proto::{Reply, Request, SpawnRequest};
+use corral_sandbox::proto::{Failure, Reply, Request, SpawnRequest};
+use corral_sandbox::via_init;
+
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 
@@ -20,14 +22,9 @@ fn parse_env(v: &[String]) -> anyhow::Result<Vec<(String, String)>> {
 
 /// Load the join target, bringing the tenant up on first use.
 pub fn target(ctx: &Ctx, tenant: &str) -> anyhow::Result<Target> {
-    match join::load(&ctx.layout, tenant) {
-        Ok(t) => Ok(t),
-        Err(JoinError::NotUp(_)) => {
-            super::tenants::up_one(ctx, tenant)?;
-            Ok(join::load(&ctx.layout, tenant)?)
-        }
-        Err(e) => Err(e.into()),
-    }
+    join::load_or_up(&ctx.layout, tenant, || {
+        super::tenants::up_one(ctx, tenant).map(drop)
+    })
 }
 
 pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
@@ -54,7 +51,7 @@ pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
         .map_err(|e| anyhow::anyhow!("close inherited fds: {e}"))?;
     // SAFETY: isatty only queries fd 0.
     let interactive = unsafe { libc::isatty(0) } == 1;
-    // Spawning through the init is the faster path (see join::run_via_init);
+    // Spawning through the init is the faster path (see via_init);
     // an interactive terminal or extra fds need the setns join instead.
     let setns = interactive || a.preserve_fds > 0 || std::env::var_os("CORRAL_RUN_SETNS").is_some();
     if a.detach {
@@ -68,9 +65,9 @@ pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
         preserve_fds: i32::from(a.preserve_fds),
     };
     if !setns {
-        // A running sandbox: straight to its init (join::run_fast).
+        // A running sandbox: straight to its init (via_init::run_fast).
         crate::ctx::check_tenant_name(&a.tenant)?;
-        match join::run_fast(&ctx.layout, &a.tenant, &opts) {
+        match via_init::run_fast(&ctx.layout, &a.tenant, &opts) {
             Ok(Some(code)) => return Ok(code),
             Ok(None) => {}
             Err(e) => return finish(&a.tenant, Err(e)),
@@ -80,7 +77,7 @@ pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
     let result = if setns {
         join::run(&ctx.layout, &t, &opts)
     } else {
-        join::run_via_init(&ctx.layout, &t, &opts)
+        via_init::run_via_init(&ctx.layout, &t, &opts)
     };
     finish(&a.tenant, result)
 }
@@ -149,12 +146,9 @@ fn detach(ctx: &Ctx, t: &Target, a: &RunArgs, extra: Vec<(String, String)>) -> a
             }
             Ok(0)
         }
-        Reply::Failed { step, errno: 0 } => anyhow::bail!("{}: {step}", t.state.tenant),
-        Reply::Failed { step, errno } => anyhow::bail!(
-            "{}: {step}: {}",
-            t.state.tenant,
-            nix::errno::Errno::from_raw(errno)
-        ),
+        Reply::Failed { step, errno } => {
+            anyhow::bail!("{}: {}", t.state.tenant, Failure::from_raw(step, errno))
+        }
         other => anyhow::bail!("unexpected answer from the tenant init: {other:?}"),
     }
 }

@@ -3,19 +3,27 @@
 use crate::ctx::Ctx;
 use crate::out::outln;
 use corral_sandbox::state::{now_unix, process_start};
-use corral_sandbox::UpOutcome;
+use corral_sandbox::{Layout, UpOptions, UpOutcome};
 use serde::Serialize;
+use std::path::Path;
 
 /// Validate the tenant's profile and limits, then bring the sandbox up.
 pub fn up_one(ctx: &Ctx, tenant: &str) -> anyhow::Result<UpOutcome> {
-    let plan = corral_profile::load(&ctx.config_dir, tenant)?;
+    bring_up(&ctx.layout, &ctx.config_dir, &ctx.up_options()?, tenant)
+}
+
+/// [`up_one`] from its parts: what every "bring it up on first use" runs
+/// (`corral run`, `corral cgi`, the gateway), through
+/// `corral_sandbox::join::load_or_up`.
+pub fn bring_up(
+    layout: &Layout,
+    config_dir: &Path,
+    opts: &UpOptions,
+    tenant: &str,
+) -> anyhow::Result<UpOutcome> {
+    let plan = corral_profile::load(config_dir, tenant)?;
     let limits = corral_limits::Limits::from_source(&plan.limits)?;
-    Ok(corral_sandbox::up(
-        &ctx.layout,
-        &plan,
-        &limits,
-        &ctx.up_options()?,
-    )?)
+    Ok(corral_sandbox::up(layout, &plan, &limits, opts)?)
 }
 
 #[derive(Serialize)]
