@@ -17,7 +17,7 @@ fn source(lines: &[&str]) -> LimitsSource {
         values.insert(k, (v, origin(i + 1)));
     }
     LimitsSource {
-        plan: "basic".into(),
+        limits_plan: "basic".into(),
         values,
     }
 }
@@ -34,7 +34,7 @@ fn src(pairs: &[(&str, &str)]) -> LimitsSource {
         values.insert(k.to_string(), (table["x"].clone(), origin(i + 1)));
     }
     LimitsSource {
-        plan: "basic".into(),
+        limits_plan: "basic".into(),
         values,
     }
 }

@@ -4,7 +4,7 @@ use crate::doc::L;
 use crate::error::{line_starts, Location, ProfileError, Source};
 use crate::expand::expand;
 use crate::layer::{self, check_tmp, Layer, TmpKind};
-use crate::limits::{self, PlanFile};
+use crate::limits::{self, LimitsPlanFile};
 use crate::plan::{
     EnvPlan, LimitsSource, Namespaces, NetMode, Plan, SeccompAction, SeccompPlan, Tenant, TmpPlan,
 };
@@ -33,7 +33,7 @@ pub(crate) fn assemble(
     template: Input<'_>,
     over: Option<Input<'_>>,
     tenant: Tenant,
-    plans: PlanFile,
+    plans: LimitsPlanFile,
 ) -> Result<Plan, ProfileError> {
     let lines = line_starts(template.text);
     let mut layer = layer::parse(Source {

@@ -32,7 +32,7 @@ pub use plan::Plan;
 pub use render::render;
 
 use build::Input;
-use limits::PlanFile;
+use limits::LimitsPlanFile;
 use std::io;
 use std::path::Path;
 
@@ -75,7 +75,7 @@ pub fn load(config_dir: &Path, tenant: &str) -> Result<Plan, ProfileError> {
         template,
         over,
         tenant,
-        PlanFile::Resolve(config_dir.to_path_buf()),
+        LimitsPlanFile::Resolve(config_dir.to_path_buf()),
     )
 }
 
@@ -94,7 +94,13 @@ pub fn check_file(path: &Path) -> Result<(), ProfileError> {
 /// Never panics, whatever the text.
 pub fn check_str(text: &str, origin: &Path) -> Result<(), ProfileError> {
     let template = Input { text, path: origin };
-    build::assemble(template, None, tenant::example(), PlanFile::TemplateOnly).map(|_| ())
+    build::assemble(
+        template,
+        None,
+        tenant::example(),
+        LimitsPlanFile::TemplateOnly,
+    )
+    .map(|_| ())
 }
 
 fn read_optional(path: &Path) -> Result<Option<String>, ProfileError> {

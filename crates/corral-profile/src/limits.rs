@@ -70,7 +70,7 @@ pub(crate) fn apply(values: &mut BTreeMap<String, (toml::Value, Origin)>, e: Lim
 }
 
 /// Where the plan's values come from.
-pub(crate) enum PlanFile {
+pub(crate) enum LimitsPlanFile {
     /// `<config>/plans/<name>.toml`, or the built-in default plan.
     Resolve(PathBuf),
     /// No configuration directory (checking a template alone): only the
@@ -83,7 +83,7 @@ pub(crate) enum PlanFile {
 /// `sources`.
 pub(crate) fn resolve(
     plan: &L<String>,
-    where_: PlanFile,
+    where_: LimitsPlanFile,
     overrides: Vec<LimitEntry>,
     sources: &mut Vec<PathBuf>,
 ) -> Result<LimitsSource, ProfileError> {
@@ -92,7 +92,7 @@ pub(crate) fn resolve(
     }
     let mut values = BTreeMap::new();
     let file = match where_ {
-        PlanFile::Resolve(config_dir) => {
+        LimitsPlanFile::Resolve(config_dir) => {
             let plans = config_dir.join("plans");
             let path = plans.join(format!("{}.toml", plan.v));
             match std::fs::read_to_string(&path) {
@@ -109,8 +109,8 @@ pub(crate) fn resolve(
                 Err(source) => return Err(ProfileError::Io { path, source }),
             }
         }
-        PlanFile::TemplateOnly if plan.v == "default" => None,
-        PlanFile::TemplateOnly => return Ok(overlay(plan, values, overrides)),
+        LimitsPlanFile::TemplateOnly if plan.v == "default" => None,
+        LimitsPlanFile::TemplateOnly => return Ok(overlay(plan, values, overrides)),
     };
     let (text, path) =
         file.unwrap_or_else(|| (crate::DEFAULT_PLAN.to_string(), PathBuf::from(BUILTIN_PLAN)));
@@ -132,7 +132,7 @@ fn overlay(
         apply(&mut values, e);
     }
     LimitsSource {
-        plan: plan.v.clone(),
+        limits_plan: plan.v.clone(),
         values,
     }
 }

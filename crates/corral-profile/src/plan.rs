@@ -142,12 +142,16 @@ pub struct Origin {
     pub line: usize,
 }
 
-/// Limits as written: the plan's values overlaid with the tenant's overrides.
-/// corral-limits turns this into typed limits (and reports errors with origin).
+/// Limits as written: the limits plan's values (`plans/NAME.toml`, named by
+/// the profile's `plan` key) overlaid with the tenant's overrides.
+/// corral-limits turns this into typed limits (and reports errors with
+/// origin). In code, "plan" alone is the sandbox [`Plan`] (the resolved
+/// profile); the named set of limits is always the "limits plan".
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LimitsSource {
-    /// Plan name (`default` if none is given).
-    pub plan: String,
+    /// Limits plan name (`default` if none is given).
+    #[serde(alias = "plan")]
+    pub limits_plan: String,
     /// Dotted key (e.g. `cpu`, `memory.max`, `io.read_bps`) → value and origin.
     pub values: BTreeMap<String, (toml::Value, Origin)>,
 }

@@ -40,7 +40,7 @@ pub fn render(plan: &Plan) -> String {
 
     let _ = writeln!(out, "hostname = {}", expanded(&plan.hostname));
     let _ = writeln!(out, "workdir = {}", expanded_path(&plan.workdir));
-    let _ = writeln!(out, "plan = {}", quote(&plan.limits.plan));
+    let _ = writeln!(out, "plan = {}", quote(&plan.limits.limits_plan));
 
     out.push_str("\n# The filesystem, in order; the generated /etc/passwd, /etc/group and /tmp\n");
     out.push_str("# come after these.\nmount = [\n");
@@ -104,7 +104,7 @@ pub fn render(plan: &Plan) -> String {
     let _ = writeln!(
         out,
         "\n# Plan {:?} with the profile's overrides; each value's origin follows it.",
-        plan.limits.plan
+        plan.limits.limits_plan
     );
     out.push_str("[limits]\n");
     for (key, (value, origin)) in &plan.limits.values {

@@ -155,7 +155,7 @@ fn defaults_of_an_empty_template() {
     assert!(plan.namespaces.mount && plan.namespaces.pid && !plan.namespaces.user);
     assert!(plan.seccomp.enabled && !plan.seccomp.allow_ptrace);
     assert!(plan.mounts.is_empty());
-    assert_eq!(plan.limits.plan, "default");
+    assert_eq!(plan.limits.limits_plan, "default");
     assert_eq!(
         plan.limits.values["memory.max"].0,
         toml::Value::String("1G".into())

@@ -162,7 +162,7 @@ fn limits_overlay_plan_then_template_then_tenant() {
     )
     .unwrap();
     let plan = load(cfg, "nobody").unwrap();
-    assert_eq!(plan.limits.plan, "gold", "the tenant chose the plan");
+    assert_eq!(plan.limits.limits_plan, "gold", "the tenant chose the plan");
     let gold = cfg.join("plans/gold.toml");
     let profile = cfg.join("profile.toml");
     let tenant = cfg.join("tenants/nobody.toml");
@@ -212,7 +212,7 @@ fn a_limit_replaces_what_is_nested_in_or_above_it() {
 #[test]
 fn check_only_knows_the_default_plan() {
     let plan = example_plan("plan = \"gold\"\n[limits]\ncpu = \"10%\"\n", None).unwrap();
-    assert_eq!(plan.limits.plan, "gold");
+    assert_eq!(plan.limits.limits_plan, "gold");
     assert_eq!(plan.limits.values.len(), 1);
 }
 

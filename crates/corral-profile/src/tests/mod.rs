@@ -7,7 +7,7 @@ mod merge;
 mod output;
 
 use crate::build::{assemble, Input};
-use crate::limits::PlanFile;
+use crate::limits::LimitsPlanFile;
 use crate::plan::Plan;
 use crate::{check_str, tenant, ProfileError};
 use std::path::Path;
@@ -32,5 +32,10 @@ pub(crate) fn example_plan(template: &str, over: Option<&str>) -> Result<Plan, P
         text: template,
         path: Path::new(PROFILE),
     };
-    assemble(template, over, tenant::example(), PlanFile::TemplateOnly)
+    assemble(
+        template,
+        over,
+        tenant::example(),
+        LimitsPlanFile::TemplateOnly,
+    )
 }

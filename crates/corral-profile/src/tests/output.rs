@@ -85,7 +85,7 @@ fn render_is_toml_and_gives_back_the_same_plan() {
         assert_eq!(again.tmp, plan.tmp);
         assert_eq!(again.env, plan.env);
         assert_eq!(again.seccomp, plan.seccomp);
-        assert_eq!(again.limits.plan, plan.limits.plan);
+        assert_eq!(again.limits.limits_plan, plan.limits.limits_plan);
         let values = |p: &crate::Plan| {
             p.limits
                 .values
