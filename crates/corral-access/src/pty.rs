@@ -7,12 +7,11 @@
 
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::signal::{self, SigHandler, Signal};
+use nix::sys::signal::Signal;
 use nix::sys::termios::{self, SetArg, Termios};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicI32, Ordering};
 
 /// The master and slave of a new pty.
 pub struct Pty {
@@ -121,38 +120,15 @@ impl Drop for Raw {
     }
 }
 
-static WAKE: AtomicI32 = AtomicI32::new(-1);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    let fd = WAKE.load(Ordering::Relaxed);
-    if fd >= 0 {
-        let b = sig as u8;
-        // SAFETY: write(2) of one byte from the stack is async-signal-safe.
-        unsafe { libc::write(fd, (&b as *const u8).cast(), 1) };
-    }
-}
-
-/// Signals the relay turns into work: window size changes go to the inner
-/// pty, the end of the session's shell ends the relay, a hang-up or
-/// termination of the login goes on to the shell.
-const HANDLED: [Signal; 5] = [
-    Signal::SIGWINCH,
-    Signal::SIGCHLD,
-    Signal::SIGHUP,
-    Signal::SIGTERM,
-    Signal::SIGINT,
-];
+/// Signals the relay acts on itself, besides those it passes on to the
+/// shell (`corral_sandbox::forward`): window size changes go to the inner
+/// pty, the end of the shell ends the relay.
+const OWN: [Signal; 2] = [Signal::SIGWINCH, Signal::SIGCHLD];
 
 /// Relay between this process's stdin/stdout (the caller's terminal) and
 /// `master` until `child` ends; returns its status as a shell reports it.
 pub fn relay(master: OwnedFd, child: Pid) -> Result<i32, Errno> {
-    let (wake_r, wake_w) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)?;
-    WAKE.store(wake_w.as_raw_fd(), Ordering::Relaxed);
-    for s in HANDLED {
-        // SAFETY: `on_signal` only calls write(2), which is async-signal-safe.
-        unsafe { signal::signal(s, SigHandler::Handler(on_signal)) }?;
-    }
+    let signals = corral_sandbox::forward::Forwarding::start_with(&OWN)?;
     let _raw = Raw::set(0);
     let mut stdin_open = true;
     let mut buf = [0u8; 16 * 1024];
@@ -164,7 +140,7 @@ pub fn relay(master: OwnedFd, child: Pid) -> Result<i32, Errno> {
         // SAFETY: fd 0 outlives this loop.
         let stdin = unsafe { BorrowedFd::borrow_raw(0) };
         let mut fds = vec![
-            PollFd::new(wake_r.as_fd(), PollFlags::POLLIN),
+            PollFd::new(signals.fd(), PollFlags::POLLIN),
             PollFd::new(master.as_fd(), PollFlags::POLLIN),
         ];
         if stdin_open {
@@ -181,10 +157,7 @@ pub fn relay(master: OwnedFd, child: Pid) -> Result<i32, Errno> {
         };
         let (sig, out, inp) = (ready(0), ready(1), ready(2));
         if sig {
-            let mut b = [0u8; 32];
-            let n = nix::unistd::read(wake_r.as_raw_fd(), &mut b).unwrap_or(0);
-            for &s in &b[..n] {
-                let s = i32::from(s);
+            for s in signals.pending() {
                 if s == libc::SIGWINCH {
                     copy_size(0, master.as_raw_fd());
                 } else if s != libc::SIGCHLD {
@@ -207,11 +180,7 @@ pub fn relay(master: OwnedFd, child: Pid) -> Result<i32, Errno> {
         nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
     );
     while pump(master.as_raw_fd(), 1, &mut buf) {}
-    for s in HANDLED {
-        // SAFETY: restoring the default disposition.
-        unsafe { signal::signal(s, SigHandler::SigDfl) }.ok();
-    }
-    WAKE.store(-1, Ordering::Relaxed);
+    drop(signals); // the previous dispositions come back
     Ok(code)
 }
 

@@ -46,15 +46,21 @@ impl Forwarding {
     /// Catch the forwarded signals from now on. One at a time per process
     /// (the handler writes to the one pipe).
     pub fn start() -> Result<Forwarding, Errno> {
+        Self::start_with(&[])
+    }
+
+    /// [`Forwarding::start`], also catching `extra` signals into the pipe
+    /// (for the caller to act on: a terminal relay's SIGWINCH and SIGCHLD).
+    pub fn start_with(extra: &[Signal]) -> Result<Forwarding, Errno> {
         let (read, write) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)?;
         PIPE.store(write.as_raw_fd(), Ordering::Relaxed);
         let mut f = Forwarding {
             read,
             _write: write,
-            previous: Vec::with_capacity(FORWARDED.len()),
+            previous: Vec::with_capacity(FORWARDED.len() + extra.len()),
         };
-        for s in FORWARDED {
+        for &s in FORWARDED.iter().chain(extra) {
             // SAFETY: `to_pipe` only calls write(2), which is async-signal-safe.
             if let Ok(old) = unsafe { signal::signal(s, SigHandler::Handler(to_pipe)) } {
                 f.previous.push((s, old));
