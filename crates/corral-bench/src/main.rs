@@ -112,7 +112,9 @@ fn main() {
 /// `--corral`, else `corral` next to this program.
 fn corral_path(global: &Global) -> anyhow::Result<PathBuf> {
     if let Some(p) = &global.corral {
-        return Ok(p.clone());
+        // Absolute: the suites run it from other working directories.
+        return std::fs::canonicalize(p)
+            .map_err(|e| anyhow::anyhow!("--corral {}: {e}", p.display()));
     }
     let exe = std::env::current_exe()?;
     let p = exe.with_file_name("corral");
