@@ -69,6 +69,10 @@ pub fn target(cfg: &AccessConfig, tenant: &str) -> Result<Target, EnterError> {
 /// `corral up TENANT` with the config's directories, a clean environment
 /// and no terminal: the login's environment must not steer it.
 fn bring_up(cfg: &AccessConfig, tenant: &str) -> Result<(), EnterError> {
+    // The process opening the session may reap its children itself
+    // (a SIGCHLD handler or SIG_IGN in sshd, cron or su), which would take
+    // corral's exit status from us: the default disposition meanwhile.
+    let _sigchld = DefaultSigchld::set();
     let out = Command::new(&cfg.corral)
         .env_clear()
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
@@ -102,6 +106,28 @@ fn bring_up(cfg: &AccessConfig, tenant: &str) -> Result<(), EnterError> {
         tenant: tenant.into(),
         message,
     })
+}
+
+/// SIGCHLD at its default disposition while this lives; the previous one
+/// is put back on drop.
+struct DefaultSigchld(Option<nix::sys::signal::SigAction>);
+
+impl DefaultSigchld {
+    fn set() -> DefaultSigchld {
+        use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+        let dfl = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+        // SAFETY: installing the default disposition runs no code of ours.
+        DefaultSigchld(unsafe { sigaction(Signal::SIGCHLD, &dfl) }.ok())
+    }
+}
+
+impl Drop for DefaultSigchld {
+    fn drop(&mut self) {
+        if let Some(old) = &self.0 {
+            // SAFETY: restoring the disposition the process had before.
+            unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGCHLD, old) }.ok();
+        }
+    }
 }
 
 /// What a session module keeps after [`enter_session`].
@@ -166,4 +192,41 @@ pub fn enter_session(cfg: &AccessConfig, tenant: &str) -> Result<Session, EnterE
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     Ok(Session { entered, env })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A session process that ignores SIGCHLD (children reaped by the
+    /// kernel) still gets `corral up`'s status and last words.
+    #[test]
+    fn bring_up_reports_corral_up_s_failure_even_with_sigchld_ignored() {
+        use nix::sys::signal::{signal, SigHandler, Signal};
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("corral");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\necho \"args: $*\" >&2\necho 'corral: profile.toml:3:1: bad' >&2\nexit 3\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let cfg = AccessConfig {
+            corral: fake,
+            ..AccessConfig::default()
+        };
+        // SAFETY: SIG_IGN runs no code; restored below.
+        let old = unsafe { signal(Signal::SIGCHLD, SigHandler::SigIgn) }.unwrap();
+        let r = bring_up(&cfg, "alice");
+        // SAFETY: restoring the previous disposition.
+        unsafe { signal(Signal::SIGCHLD, old) }.unwrap();
+        match r {
+            Err(EnterError::Up { tenant, message }) => {
+                assert_eq!(tenant, "alice");
+                assert_eq!(message, "profile.toml:3:1: bad");
+            }
+            other => panic!("expected EnterError::Up, got {other:?}"),
+        }
+    }
 }
