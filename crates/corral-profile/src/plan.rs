@@ -135,6 +135,21 @@ pub struct SeccompPlan {
     pub allow: Vec<String>,
 }
 
+impl SeccompPlan {
+    /// The default profile's `[seccomp]`: enabled, failing denied calls with
+    /// EPERM, ptrace and io_uring denied, the default deny list unchanged.
+    pub fn default_policy() -> SeccompPlan {
+        SeccompPlan {
+            enabled: true,
+            action: SeccompAction::Errno,
+            allow_ptrace: false,
+            allow_io_uring: false,
+            deny: vec![],
+            allow: vec![],
+        }
+    }
+}
+
 /// Where a limit value came from, so errors can point at file and line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Origin {

@@ -16,7 +16,7 @@ use std::hint::black_box;
 use std::process::Command;
 use std::time::Instant;
 
-use corral_profile::plan::{SeccompAction, SeccompPlan};
+use corral_profile::plan::SeccompPlan;
 use corral_security::{caps, seccomp, Filter};
 
 const CALLS: u32 = 1_000_000;
@@ -49,15 +49,7 @@ fn ns_per_call(call: fn()) -> f64 {
 }
 
 fn default_filter() -> Filter {
-    let plan = SeccompPlan {
-        enabled: true,
-        action: SeccompAction::Errno,
-        allow_ptrace: false,
-        allow_io_uring: false,
-        deny: vec![],
-        allow: vec![],
-    };
-    seccomp::build(&plan)
+    seccomp::build(&SeccompPlan::default_policy())
         .expect("default plan compiles")
         .expect("enabled")
 }

@@ -134,18 +134,6 @@ impl Prepared {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use corral_profile::plan::SeccompAction;
-
-    fn plan() -> SeccompPlan {
-        SeccompPlan {
-            enabled: true,
-            action: SeccompAction::Errno,
-            allow_ptrace: false,
-            allow_io_uring: false,
-            deny: vec![],
-            allow: vec![],
-        }
-    }
 
     #[test]
     fn root_ids_are_refused() {
@@ -155,30 +143,30 @@ mod tests {
             (1000, 1000, vec![1000, 0]),
         ] {
             assert!(matches!(
-                prepare(&plan(), uid, gid, &groups),
+                prepare(&SeccompPlan::default_policy(), uid, gid, &groups),
                 Err(SecurityError::RootIdentity { .. })
             ));
         }
         let too_many = vec![1000; 65537];
         assert!(matches!(
-            prepare(&plan(), 1000, 1000, &too_many),
+            prepare(&SeccompPlan::default_policy(), 1000, 1000, &too_many),
             Err(SecurityError::TooManyGroups(65537))
         ));
     }
 
     #[test]
     fn prepare_compiles_the_filter_unless_disabled() {
-        let p = prepare(&plan(), 65534, 65534, &[65534]).unwrap();
+        let p = prepare(&SeccompPlan::default_policy(), 65534, 65534, &[65534]).unwrap();
         assert!(p.filter().is_some());
         assert_eq!(p.fds, FdAction::CloseOnExec { from: 3 });
-        let mut off = plan();
+        let mut off = SeccompPlan::default_policy();
         off.enabled = false;
         let p = prepare(&off, 65534, 65534, &[])
             .unwrap()
             .with_fds(FdAction::Keep);
         assert!(p.filter().is_none());
         assert_eq!(p.fds, FdAction::Keep);
-        let mut bad = plan();
+        let mut bad = SeccompPlan::default_policy();
         bad.allow = vec!["mout".into()];
         assert!(matches!(
             prepare(&bad, 65534, 65534, &[]),

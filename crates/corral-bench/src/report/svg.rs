@@ -67,37 +67,27 @@ const LEFT: f64 = 70.0;
 const BOTTOM: f64 = 48.0;
 const FONT: &str = r#"font-family="system-ui, sans-serif""#;
 
-/// What the common part of a chart needs.
-struct Frame<'a> {
-    id: &'a str,
-    w: f64,
-    h: f64,
+/// Start a chart `LEFT + plot_w + right` wide: open the svg element with its
+/// title and a desc listing every plotted value (`desc`, joined by "; "), and
+/// draw the y axis (up to a nice maximum at or above `top`), its grid and its
+/// unit label. Returns the svg so far and that axis maximum.
+fn frame(
+    id: &str,
+    title: &str,
+    unit: &str,
+    desc: &[String],
     plot_w: f64,
-    title: &'a str,
-    desc: &'a str,
-    unit: &'a str,
-    axis_max: f64,
-    step: f64,
-}
-
-/// Open the svg element with title/desc; draw the y axis, grid and unit label.
-fn frame(out: &mut String, f: &Frame) {
-    let Frame {
-        id,
-        w,
-        h,
-        plot_w,
-        title,
-        desc,
-        unit,
-        axis_max,
-        step,
-    } = *f;
+    right: f64,
+    top: f64,
+) -> (String, f64) {
+    let (axis_max, step) = nice_axis(top);
+    let (w, h) = (LEFT + plot_w + right, TOP + PLOT_H + BOTTOM);
+    let mut out = String::new();
     let _ = write!(
         out,
         r#"<svg class="chart" role="img" aria-labelledby="{id}-t {id}-d" viewBox="0 0 {w:.0} {h:.0}" width="{w:.0}" height="{h:.0}" {FONT} font-size="12"><title id="{id}-t">{}</title><desc id="{id}-d">{}</desc>"#,
         esc(title),
-        esc(desc)
+        esc(&desc.join("; "))
     );
     let mut v = 0.0;
     while v <= axis_max + step / 2.0 {
@@ -122,6 +112,7 @@ fn frame(out: &mut String, f: &Frame) {
         TOP + PLOT_H,
         esc(unit)
     );
+    (out, axis_max)
 }
 
 fn y_of(v: f64, axis_max: f64) -> f64 {
@@ -132,13 +123,11 @@ fn y_of(v: f64, axis_max: f64) -> f64 {
 pub fn bar_chart(c: &BarChart, id: &str) -> String {
     let slot = 96.0;
     let plot_w = (c.bars.len() as f64 * slot).max(192.0);
-    let (w, h) = (LEFT + plot_w + 16.0, TOP + PLOT_H + BOTTOM);
     let top = c
         .bars
         .iter()
         .map(|b| b.max.max(b.median))
         .fold(0.0, f64::max);
-    let (axis_max, step) = nice_axis(top);
     let title = format!("{} ({}, {} is better)", c.title, c.unit, c.better.as_str());
     let desc: Vec<String> = c
         .bars
@@ -155,22 +144,7 @@ pub fn bar_chart(c: &BarChart, id: &str) -> String {
             )
         })
         .collect();
-    let mut out = String::new();
-    let desc_text = desc.join("; ");
-    frame(
-        &mut out,
-        &Frame {
-            id,
-            w,
-            h,
-            plot_w,
-            title: &title,
-            desc: &desc_text,
-            unit: &c.unit,
-            axis_max,
-            step,
-        },
-    );
+    let (mut out, axis_max) = frame(id, &title, &c.unit, &desc, plot_w, 16.0, top);
     let offset = (plot_w - c.bars.len() as f64 * slot) / 2.0;
     for (i, b) in c.bars.iter().enumerate() {
         let cx = LEFT + offset + slot * (i as f64 + 0.5);
@@ -224,14 +198,12 @@ pub fn grouped_chart(c: &GroupedChart, id: &str) -> String {
             .max()
             .unwrap_or(0) as f64
             * 7.5;
-    let (w, h) = (LEFT + plot_w + 24.0 + legend_w, TOP + PLOT_H + BOTTOM);
     let top = c
         .series
         .iter()
         .flat_map(|s| s.values.iter().copied())
         .filter(|v| v.is_finite())
         .fold(0.0, f64::max);
-    let (axis_max, step) = nice_axis(top);
     let title = format!("{} ({}, lower is better)", c.title, c.unit);
     let desc: Vec<String> = c
         .series
@@ -246,22 +218,7 @@ pub fn grouped_chart(c: &GroupedChart, id: &str) -> String {
             format!("{}: {}", s.label, vals.join(", "))
         })
         .collect();
-    let mut out = String::new();
-    let desc_text = desc.join("; ");
-    frame(
-        &mut out,
-        &Frame {
-            id,
-            w,
-            h,
-            plot_w,
-            title: &title,
-            desc: &desc_text,
-            unit: &c.unit,
-            axis_max,
-            step,
-        },
-    );
+    let (mut out, axis_max) = frame(id, &title, &c.unit, &desc, plot_w, 24.0 + legend_w, top);
     let base = TOP + PLOT_H;
     for (gi, g) in c.groups.iter().enumerate() {
         let gx = LEFT + gi as f64 * group_w + 14.0;

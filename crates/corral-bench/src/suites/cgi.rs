@@ -308,7 +308,7 @@ fn start_stack(
             Ok(s) => servers.push(s),
             Err(BenchError::Interrupted) => return Err(BenchError::Interrupted),
             Err(e) => {
-                let why = format!("{e}: {}", servers::tail(&layout.log("gateway"), 3));
+                let why = format!("{e}: {}", sys::log_tail(&layout.log("gateway"), 3));
                 ctx.corral_failure(format!("cgi: corral-gateway did not start: {why}"));
                 failed = Some(why);
             }
@@ -507,8 +507,8 @@ fn log_hint(l: &Layout, mode: &str, t: &Tenant) -> String {
     } else {
         l.log(&format!("fcgiwrap-{mode}-{}", t.name))
     };
-    let err = servers::tail(&log, 2);
-    let nginx = servers::tail(&l.dir.join("nginx/error.log"), 1);
+    let err = sys::log_tail(&log, 2);
+    let nginx = sys::log_tail(&l.dir.join("nginx/error.log"), 1);
     match (err.is_empty(), nginx.is_empty()) {
         (false, _) => err,
         (true, false) => format!("nginx: {nginx}"),

@@ -388,9 +388,7 @@ impl BenchEnv {
 
 impl Drop for BenchEnv {
     fn drop(&mut self) {
-        for p in self.cleanup() {
-            eprintln!("corral-bench: cleanup: {p}");
-        }
+        sys::report_cleanup(self.cleanup());
     }
 }
 

@@ -21,6 +21,7 @@ pub mod headline;
 pub mod join;
 pub mod micro;
 pub mod neighbours;
+pub mod nginx;
 pub mod pidns;
 pub mod scale;
 pub mod sys;

@@ -42,16 +42,10 @@ pub use sample::{cpu_percent, parse_meminfo, parse_stat, parse_stats, CpuPercent
 pub const SUITE: &str = "neighbours";
 
 /// `ip` (iproute2) for the client network namespaces.
-pub const IP: Tool = Tool {
-    name: "ip",
-    package: "iproute2",
-};
+pub const IP: Tool = Tool::new("ip", "iproute2");
 
 /// PHP-FPM, found as `php-fpm` or `/usr/sbin/php-fpmX.Y` (see [`web::find_php_fpm`]).
-pub const PHP_FPM: Tool = Tool {
-    name: "php-fpm",
-    package: "php-fpm",
-};
+pub const PHP_FPM: Tool = Tool::new("php-fpm", "php-fpm");
 
 /// Tools checked before the run (PHP-FPM's versioned name is looked up at
 /// the start of the suite).
@@ -362,7 +356,7 @@ fn check(ctx: &mut Ctx, stage: &Stage) -> Result<()> {
             )));
         }
         let php = web::get(addr, &s.host, web::PHP_PATH)
-            .map_err(|e| fail(format!("{e} ({})", web::tail(&s.fpm_log(), 2))))?;
+            .map_err(|e| fail(format!("{e} ({})", sys::log_tail(&s.fpm_log(), 2))))?;
         let host = web::phpinfo_hostname(&php);
         if host.as_deref() != Some(s.tenant.name.as_str()) {
             return Err(fail(format!(
@@ -563,15 +557,12 @@ impl Overrides {
         let mut c = env.corral_cmd();
         c.args(["limits", "reload"])
             .args(sites.iter().map(|s| &s.tenant.name));
-        let limit = Duration::from_secs(30);
-        let f = sys::run_bounded(&mut c, limit, Output::Capture)?;
-        if !f.success() {
-            sys::check_interrupt()?; // killed by Ctrl-C: not a failure
-            return Err(BenchError::suite(
-                "neighbours",
-                format!("corral limits reload: {}", f.describe(limit)),
-            ));
-        }
+        sys::run_ok(
+            &mut c,
+            Duration::from_secs(30),
+            "neighbours",
+            "corral limits reload",
+        )?;
         self.current = l;
         Ok(())
     }

@@ -24,7 +24,7 @@ use crate::report::{fmt_ratio, fmt_value};
 use crate::results::{Better, ResultSet, Samples};
 use crate::stats;
 use crate::suites::env::{BenchEnv, Tenant};
-use crate::suites::sys::{self, Output};
+use crate::suites::sys;
 use crate::suites::tools::Tool;
 use crate::suites::{Ctx, Level, Options};
 
@@ -265,21 +265,13 @@ impl SizeResult {
 fn corral(env: &BenchEnv, args: &[&str], limit: Duration) -> Result<Duration> {
     let mut c = env.corral_cmd();
     c.args(args);
-    let f = sys::run_bounded(&mut c, limit, Output::Capture)?;
-    if !f.success() {
-        sys::check_interrupt()?; // killed by Ctrl-C: not a failure
-        let shown: Vec<&str> = args.iter().copied().take(4).collect();
-        return Err(BenchError::suite(
-            "scale",
-            format!(
-                "corral {}{}: {}",
-                shown.join(" "),
-                if args.len() > 4 { " …" } else { "" },
-                f.describe(limit)
-            ),
-        ));
-    }
-    Ok(f.wall)
+    let shown: Vec<&str> = args.iter().copied().take(4).collect();
+    let what = format!(
+        "corral {}{}",
+        shown.join(" "),
+        if args.len() > 4 { " …" } else { "" }
+    );
+    Ok(sys::run_ok(&mut c, limit, "scale", what)?.wall)
 }
 
 /// Bring `tenants` up, measure, take them all down, check nothing is left.

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::error::{BenchError, Result};
+use crate::suites::tools;
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -182,6 +183,26 @@ pub enum Output {
 /// status, times and output. The wall time spans spawn to reap.
 pub fn run_bounded(cmd: &mut Command, limit: Duration, output: Output) -> Result<Finished> {
     spawn_bounded(cmd, limit, output)?.wait()
+}
+
+/// [`run_bounded`] with the output captured, for a step that must succeed:
+/// how it ended if it exited 0; else `Interrupted` when Ctrl-C killed it (not
+/// a failure), or `suite`'s error "`what`: exit status … / timed out …".
+pub fn run_ok(
+    cmd: &mut Command,
+    limit: Duration,
+    suite: &'static str,
+    what: impl std::fmt::Display,
+) -> Result<Finished> {
+    let f = run_bounded(cmd, limit, Output::Capture)?;
+    if f.success() {
+        return Ok(f);
+    }
+    check_interrupt()?;
+    Err(BenchError::suite(
+        suite,
+        format!("{what}: {}", f.describe(limit)),
+    ))
 }
 
 /// Like [`run_bounded`] but for cleanup: runs (and is only killed at its
@@ -500,6 +521,36 @@ pub fn wait_ready(
             ));
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `argv` as a command, under `taskset -c CPU` when pinning.
+pub fn pinned(cpu: Option<usize>, argv: &[String]) -> Command {
+    match cpu {
+        Some(cpu) => {
+            let mut c = Command::new(tools::TASKSET.find().unwrap_or_else(|| "taskset".into()));
+            c.arg("-c").arg(cpu.to_string()).args(argv);
+            c
+        }
+        None => {
+            let mut c = Command::new(&argv[0]);
+            c.args(&argv[1..]);
+            c
+        }
+    }
+}
+
+/// The last `n` non-empty lines of a log file, joined with ` | `.
+pub fn log_tail(p: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(p).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
+}
+
+/// Print what a cleanup could not undo (for `Drop`, which cannot fail).
+pub fn report_cleanup(problems: Vec<String>) {
+    for p in problems {
+        eprintln!("corral-bench: cleanup: {p}");
     }
 }
 

@@ -13,63 +13,29 @@ pub struct Tool {
     pub package: &'static str,
 }
 
-pub const NGINX: Tool = Tool {
-    name: "nginx",
-    package: "nginx-light",
-};
-pub const FCGIWRAP: Tool = Tool {
-    name: "fcgiwrap",
-    package: "fcgiwrap",
-};
-pub const H2LOAD: Tool = Tool {
-    name: "h2load",
-    package: "nghttp2-client",
-};
-pub const BWRAP: Tool = Tool {
-    name: "bwrap",
-    package: "bubblewrap",
-};
-pub const PHP_CGI: Tool = Tool {
-    name: "php-cgi",
-    package: "php-cgi",
-};
-pub const CC: Tool = Tool {
-    name: "cc",
-    package: "gcc",
-};
-pub const NSENTER: Tool = Tool {
-    name: "nsenter",
-    package: "util-linux",
-};
-pub const SETPRIV: Tool = Tool {
-    name: "setpriv",
-    package: "util-linux",
-};
-pub const TASKSET: Tool = Tool {
-    name: "taskset",
-    package: "util-linux",
-};
-pub const TIMEOUT: Tool = Tool {
-    name: "timeout",
-    package: "coreutils",
-};
-pub const FIREJAIL: Tool = Tool {
-    name: "firejail",
-    package: "firejail",
-};
-pub const NSJAIL: Tool = Tool {
-    name: "nsjail",
-    package: "nsjail",
-};
-pub const MINIJAIL: Tool = Tool {
-    name: "minijail0",
-    package: "minijail",
-};
+pub const NGINX: Tool = Tool::new("nginx", "nginx-light");
+pub const FCGIWRAP: Tool = Tool::new("fcgiwrap", "fcgiwrap");
+pub const H2LOAD: Tool = Tool::new("h2load", "nghttp2-client");
+pub const BWRAP: Tool = Tool::new("bwrap", "bubblewrap");
+pub const PHP_CGI: Tool = Tool::new("php-cgi", "php-cgi");
+pub const CC: Tool = Tool::new("cc", "gcc");
+pub const NSENTER: Tool = Tool::new("nsenter", "util-linux");
+pub const SETPRIV: Tool = Tool::new("setpriv", "util-linux");
+pub const TASKSET: Tool = Tool::new("taskset", "util-linux");
+pub const TIMEOUT: Tool = Tool::new("timeout", "coreutils");
+pub const FIREJAIL: Tool = Tool::new("firejail", "firejail");
+pub const NSJAIL: Tool = Tool::new("nsjail", "nsjail");
+pub const MINIJAIL: Tool = Tool::new("minijail0", "minijail");
 
 /// Optional contenders of the join suite: measured when installed.
 pub const OPTIONAL: &[Tool] = &[FIREJAIL, NSJAIL, MINIJAIL];
 
 impl Tool {
+    /// `name`, shipped by the Debian package `package`.
+    pub const fn new(name: &'static str, package: &'static str) -> Tool {
+        Tool { name, package }
+    }
+
     /// Where the program is (PATH plus the sbin directories), if installed.
     pub fn find(&self) -> Option<PathBuf> {
         find_tool(self.name)

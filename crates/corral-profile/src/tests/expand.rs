@@ -4,7 +4,7 @@ use super::example_plan;
 use crate::doc::L;
 use crate::error::Location;
 use crate::expand::expand;
-use crate::plan::{MountOp, TmpPlan};
+use crate::plan::{MountOp, SeccompPlan, TmpPlan};
 use crate::tenant;
 use std::path::PathBuf;
 
@@ -138,6 +138,12 @@ fn paths_are_normalised() {
 }
 
 #[test]
+fn the_default_profile_has_the_default_seccomp_policy() {
+    let plan = example_plan(crate::DEFAULT_PROFILE, None).unwrap();
+    assert_eq!(plan.seccomp, SeccompPlan::default_policy());
+}
+
+#[test]
 fn defaults_of_an_empty_template() {
     let plan = example_plan("", None).unwrap();
     assert_eq!(plan.hostname, "example");
@@ -153,7 +159,7 @@ fn defaults_of_an_empty_template() {
         }
     );
     assert!(plan.namespaces.mount && plan.namespaces.pid && !plan.namespaces.user);
-    assert!(plan.seccomp.enabled && !plan.seccomp.allow_ptrace);
+    assert_eq!(plan.seccomp, SeccompPlan::default_policy());
     assert!(plan.mounts.is_empty());
     assert_eq!(plan.limits.limits_plan, "default");
     assert_eq!(

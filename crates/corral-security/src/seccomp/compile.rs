@@ -193,12 +193,8 @@ mod tests {
 
     fn program(action: SeccompAction) -> Vec<sock_filter> {
         let plan = SeccompPlan {
-            enabled: true,
             action,
-            allow_ptrace: false,
-            allow_io_uring: false,
-            deny: vec![],
-            allow: vec![],
+            ..SeccompPlan::default_policy()
         };
         compile(&resolve(&plan).unwrap(), action).unwrap()
     }

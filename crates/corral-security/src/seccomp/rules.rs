@@ -214,18 +214,6 @@ pub(crate) fn resolve(plan: &SeccompPlan) -> Result<BTreeMap<i64, Match>, Securi
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
-    use corral_profile::plan::SeccompAction;
-
-    fn plan() -> SeccompPlan {
-        SeccompPlan {
-            enabled: true,
-            action: SeccompAction::Errno,
-            allow_ptrace: false,
-            allow_io_uring: false,
-            deny: vec![],
-            allow: vec![],
-        }
-    }
 
     fn nr(name: &str) -> i64 {
         syscalls::number(name).unwrap()
@@ -247,7 +235,7 @@ mod tests {
 
     #[test]
     fn default_plan_denies_the_whole_list() {
-        let rules = resolve(&plan()).unwrap();
+        let rules = resolve(&SeccompPlan::default_policy()).unwrap();
         assert_eq!(rules.len(), DEFAULT.len());
         assert_eq!(rules[&nr("mount")], Match::Always);
         assert_eq!(rules[&nr("clone3")], Match::Enosys);
@@ -257,7 +245,7 @@ mod tests {
 
     #[test]
     fn switches_lift_their_groups() {
-        let mut p = plan();
+        let mut p = SeccompPlan::default_policy();
         p.allow_ptrace = true;
         let rules = resolve(&p).unwrap();
         for name in ["ptrace", "process_vm_readv", "process_vm_writev"] {
@@ -265,7 +253,7 @@ mod tests {
         }
         assert!(rules.contains_key(&nr("io_uring_setup")));
 
-        let mut p = plan();
+        let mut p = SeccompPlan::default_policy();
         p.allow_io_uring = true;
         let rules = resolve(&p).unwrap();
         for name in ["io_uring_setup", "io_uring_enter", "io_uring_register"] {
@@ -276,7 +264,7 @@ mod tests {
 
     #[test]
     fn allow_removes_and_deny_adds_and_wins() {
-        let mut p = plan();
+        let mut p = SeccompPlan::default_policy();
         p.allow = vec!["mount".into(), "bpf".into(), "read".into()];
         p.deny = vec!["uname".into(), "bpf".into(), "ioctl".into()];
         let rules = resolve(&p).unwrap();
@@ -296,7 +284,7 @@ mod tests {
 
     #[test]
     fn denying_clone3_keeps_enosys() {
-        let mut p = plan();
+        let mut p = SeccompPlan::default_policy();
         p.allow = vec!["clone3".into()];
         p.deny = vec!["clone3".into()];
         assert_eq!(resolve(&p).unwrap()[&nr("clone3")], Match::Enosys);
@@ -304,20 +292,20 @@ mod tests {
 
     #[test]
     fn unknown_names_are_errors() {
-        let mut p = plan();
+        let mut p = SeccompPlan::default_policy();
         p.deny = vec!["mout".into()];
         match resolve(&p) {
             Err(SecurityError::UnknownSyscall(n)) => assert_eq!(n, "mout"),
             other => panic!("{other:?}"),
         }
-        let mut p = plan();
+        let mut p = SeccompPlan::default_policy();
         p.allow = vec!["not_a_syscall".into()];
         assert!(matches!(resolve(&p), Err(SecurityError::UnknownSyscall(_))));
     }
 
     #[test]
     fn essential_syscalls_cannot_be_denied() {
-        let mut p = plan();
+        let mut p = SeccompPlan::default_policy();
         p.deny = vec!["execve".into()];
         assert!(matches!(resolve(&p), Err(SecurityError::EssentialSyscall(n)) if n == "execve"));
     }

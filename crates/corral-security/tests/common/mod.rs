@@ -164,12 +164,8 @@ pub fn setsid() {
 
 pub fn plan(action: SeccompAction) -> SeccompPlan {
     SeccompPlan {
-        enabled: true,
         action,
-        allow_ptrace: false,
-        allow_io_uring: false,
-        deny: vec![],
-        allow: vec![],
+        ..SeccompPlan::default_policy()
     }
 }
 

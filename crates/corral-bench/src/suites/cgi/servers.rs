@@ -5,7 +5,7 @@
 //! its own, pinned to the server CPU, and is stopped as a process group.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpStream};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,7 +14,7 @@ use std::time::Duration;
 use crate::error::{BenchError, Result};
 use crate::suites::env::Tenant;
 use crate::suites::sys::{self, Server};
-use crate::suites::{arg, tools};
+use crate::suites::{arg, nginx};
 
 /// Where things are.
 pub struct Layout {
@@ -44,20 +44,9 @@ impl Layout {
     pub fn log(&self, name: &str) -> PathBuf {
         self.logs().join(format!("{name}.log"))
     }
-    /// Prefix `cmd` with `taskset -c CPU` when pinning.
+    /// `argv` as a command, under `taskset -c CPU` when pinning.
     pub fn pinned(&self, argv: &[String]) -> Command {
-        match self.cpu {
-            Some(cpu) => {
-                let mut c = Command::new(tools::TASKSET.find().unwrap_or_else(|| "taskset".into()));
-                c.arg("-c").arg(cpu.to_string()).args(argv);
-                c
-            }
-            None => {
-                let mut c = Command::new(&argv[0]);
-                c.args(&argv[1..]);
-                c
-            }
-        }
+        sys::pinned(self.cpu, argv)
     }
 
     pub fn create(dir: PathBuf, cpu: Option<usize>, tenants: &[Tenant]) -> Result<Layout> {
@@ -199,27 +188,6 @@ pub fn start_gateway(l: &Layout, corral: &Path, global: &[String]) -> Result<Ser
     Ok(s)
 }
 
-/// The FastCGI parameters nginx passes (Debian's fastcgi_params, plus
-/// REDIRECT_STATUS for php-cgi's force_redirect).
-const PARAMS: &[(&str, &str)] = &[
-    ("QUERY_STRING", "$query_string"),
-    ("REQUEST_METHOD", "$request_method"),
-    ("CONTENT_TYPE", "$content_type"),
-    ("CONTENT_LENGTH", "$content_length"),
-    ("REQUEST_URI", "$request_uri"),
-    ("DOCUMENT_URI", "$document_uri"),
-    ("SERVER_PROTOCOL", "$server_protocol"),
-    ("REQUEST_SCHEME", "$scheme"),
-    ("GATEWAY_INTERFACE", "CGI/1.1"),
-    ("SERVER_SOFTWARE", "nginx/$nginx_version"),
-    ("REMOTE_ADDR", "$remote_addr"),
-    ("REMOTE_PORT", "$remote_port"),
-    ("SERVER_ADDR", "$server_addr"),
-    ("SERVER_PORT", "$server_port"),
-    ("SERVER_NAME", "$server_name"),
-    ("REDIRECT_STATUS", "200"),
-];
-
 /// One nginx location.
 pub struct Location {
     pub path: String,
@@ -246,14 +214,10 @@ pub fn nginx_conf(prefix: &Path, port: u16, locations: &[Location]) -> String {
             l.path,
             l.socket.display()
         ));
-        for (k, v) in PARAMS {
-            s.push_str(&format!("      fastcgi_param {k} \"{v}\";\n"));
-        }
-        s.push_str(&format!(
-            "      fastcgi_param SCRIPT_NAME \"{}\";\n      fastcgi_param SCRIPT_FILENAME \"{}\";\n      fastcgi_param DOCUMENT_ROOT \"{}\";\n",
-            l.path,
-            l.script_filename.display(),
-            l.document_root.display()
+        s.push_str(&nginx::fastcgi_params(
+            &l.path,
+            &l.script_filename.display().to_string(),
+            &l.document_root.display().to_string(),
         ));
         for (k, v) in &l.extra {
             s.push_str(&format!("      fastcgi_param {k} \"{v}\";\n"));
@@ -264,47 +228,19 @@ pub fn nginx_conf(prefix: &Path, port: u16, locations: &[Location]) -> String {
     s
 }
 
-/// A free port on 127.0.0.1 (bound and released; nginx binds it next).
-fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| BenchError::io("127.0.0.1:0", e))?;
-    Ok(l.local_addr()
-        .map_err(|e| BenchError::io("127.0.0.1:0", e))?
-        .port())
-}
-
-/// Start nginx; retries on another port if the chosen one was taken.
+/// Start nginx on 127.0.0.1 (see [`nginx::start`]).
 pub fn start_nginx(l: &Layout, nginx: &Path, locations: &[Location]) -> Result<(Server, u16)> {
     let prefix = l.dir.join("nginx");
-    let mut last = String::new();
-    for _ in 0..3 {
-        let port = free_port()?;
-        let conf = prefix.join("nginx.conf");
-        std::fs::write(&conf, nginx_conf(&prefix, port, locations))
-            .map_err(|e| BenchError::io(&conf, e))?;
-        let argv = vec![
-            arg(nginx),
-            "-p".into(),
-            arg(&prefix),
-            "-c".into(),
-            arg(&conf),
-            "-e".into(),
-            arg(&prefix.join("error.log")),
-        ];
-        let mut c = l.pinned(&argv);
-        c.current_dir(&prefix);
-        let mut s = Server::start("nginx", &mut c, &l.log("nginx"))?;
-        match sys::wait_ready(&mut s, Duration::from_secs(10), || {
-            TcpStream::connect(("127.0.0.1", port)).is_ok()
-        }) {
-            Ok(()) => return Ok((s, port)),
-            Err(BenchError::Interrupted) => return Err(BenchError::Interrupted),
-            Err(e) => last = format!("{e}: {}", tail(&prefix.join("error.log"), 3)),
-        }
-    }
-    Err(BenchError::suite(
-        "cgi",
-        format!("nginx did not start: {last}"),
-    ))
+    let start = nginx::Start {
+        binary: nginx,
+        prefix: &prefix,
+        log: &l.log("nginx"),
+        cpu: l.cpu,
+        bind: Ipv4Addr::LOCALHOST,
+        probe: Ipv4Addr::LOCALHOST,
+        suite: "cgi",
+    };
+    nginx::start(&start, |port| nginx_conf(&prefix, port, locations))
 }
 
 /// `GET path` over HTTP/1.0; `Ok(())` if the answer is 200 and contains `expect`.
@@ -325,13 +261,6 @@ pub fn check(port: u16, path: &str, expect: &str) -> std::result::Result<(), Str
         return Err(format!("{path}: unexpected body {body:?}"));
     }
     Ok(())
-}
-
-/// The last `n` non-empty lines of a log file, joined with ` | `.
-pub fn tail(p: &Path, n: usize) -> String {
-    let text = std::fs::read_to_string(p).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(n)..].join(" | ")
 }
 
 #[cfg(test)]

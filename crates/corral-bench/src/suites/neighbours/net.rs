@@ -126,16 +126,8 @@ impl ClientNets {
     }
 
     fn run(&self, args: &[&str]) -> Result<()> {
-        let f = sys::run_bounded(&mut ip_cmd(&self.ip, args), IP_LIMIT, Output::Capture)?;
-        if f.success() {
-            Ok(())
-        } else {
-            sys::check_interrupt()?; // killed by Ctrl-C: not a failure
-            Err(BenchError::suite(
-                "neighbours",
-                format!("ip {}: {}", args.join(" "), f.describe(IP_LIMIT)),
-            ))
-        }
+        let what = format!("ip {}", args.join(" "));
+        sys::run_ok(&mut ip_cmd(&self.ip, args), IP_LIMIT, "neighbours", what).map(drop)
     }
 
     /// `ip netns exec NS` as an argv prefix.
@@ -177,9 +169,7 @@ impl ClientNets {
 
 impl Drop for ClientNets {
     fn drop(&mut self) {
-        for p in self.remove() {
-            eprintln!("corral-bench: cleanup: {p}");
-        }
+        sys::report_cleanup(self.remove());
     }
 }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{BenchError, Result};
 use crate::suites::env::BenchEnv;
-use crate::suites::sys::{self, Output};
+use crate::suites::sys;
 
 /// One `cpu` line of `/proc/stat`, in clock ticks.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -260,15 +260,12 @@ pub fn tenant_counters(
     for t in tenants {
         let mut c = env.corral_cmd();
         c.args(["--json", "stats", "--interval-ms", "1", t]);
-        let limit = Duration::from_secs(20);
-        let f = sys::run_bounded(&mut c, limit, Output::Capture)?;
-        if !f.success() {
-            sys::check_interrupt()?; // killed by Ctrl-C: not a failure
-            return Err(BenchError::suite(
-                "neighbours",
-                format!("corral stats {t}: {}", f.describe(limit)),
-            ));
-        }
+        let f = sys::run_ok(
+            &mut c,
+            Duration::from_secs(20),
+            "neighbours",
+            format!("corral stats {t}"),
+        )?;
         out.extend(parse_stats(&f.stdout)?);
     }
     Ok(out)

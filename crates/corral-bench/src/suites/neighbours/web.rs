@@ -10,15 +10,15 @@
 //! traversable).
 
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::error::{BenchError, Result};
 use crate::suites::env::{BenchEnv, Tenant};
-use crate::suites::sys::{self, Output, Server};
-use crate::suites::{arg, tools};
+use crate::suites::sys::{self, Server};
+use crate::suites::{nginx, tools};
 
 /// One virtual host and the tenant owning it.
 #[derive(Debug, Clone)]
@@ -132,19 +132,12 @@ pub fn start_fpm(env: &BenchEnv, site: &Site, php_fpm: &Path) -> Result<()> {
         .arg(php_fpm)
         .args(["-F", "-y"])
         .arg(site.pool_conf());
-    let limit = Duration::from_secs(30);
-    let f = sys::run_bounded(&mut c, limit, Output::Capture)?;
-    if !f.success() {
-        sys::check_interrupt()?; // killed by Ctrl-C: not a failure
-        return Err(BenchError::suite(
-            "neighbours",
-            format!(
-                "corral run --detach {} php-fpm: {}",
-                site.tenant.name,
-                f.describe(limit)
-            ),
-        ));
-    }
+    sys::run_ok(
+        &mut c,
+        Duration::from_secs(30),
+        "neighbours",
+        format!("corral run --detach {} php-fpm", site.tenant.name),
+    )?;
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         sys::check_interrupt()?;
@@ -161,7 +154,7 @@ pub fn start_fpm(env: &BenchEnv, site: &Site, php_fpm: &Path) -> Result<()> {
                     "{}: php-fpm's socket {} did not appear in 30 s: {}",
                     site.tenant.name,
                     site.socket().display(),
-                    tail(&site.fpm_log(), 3)
+                    sys::log_tail(&site.fpm_log(), 3)
                 ),
             ));
         }
@@ -194,97 +187,36 @@ pub fn nginx_conf(prefix: &Path, listen: &[Ipv4Addr], port: u16, sites: &[Site])
             site.root.display(),
             site.socket().display()
         ));
-        for (k, v) in FASTCGI_PARAMS {
-            s.push_str(&format!("      fastcgi_param {k} {v};\n"));
-        }
+        s.push_str(&nginx::fastcgi_params(
+            "$fastcgi_script_name",
+            "$document_root$fastcgi_script_name",
+            "$document_root",
+        ));
         s.push_str("    }\n    location / { return 404; }\n  }\n");
     }
     s.push_str("}\n");
     s
 }
 
-/// Debian's fastcgi_params plus SCRIPT_FILENAME.
-const FASTCGI_PARAMS: &[(&str, &str)] = &[
-    ("QUERY_STRING", "$query_string"),
-    ("REQUEST_METHOD", "$request_method"),
-    ("CONTENT_TYPE", "$content_type"),
-    ("CONTENT_LENGTH", "$content_length"),
-    ("SCRIPT_NAME", "$fastcgi_script_name"),
-    ("SCRIPT_FILENAME", "$document_root$fastcgi_script_name"),
-    ("REQUEST_URI", "$request_uri"),
-    ("DOCUMENT_URI", "$document_uri"),
-    ("DOCUMENT_ROOT", "$document_root"),
-    ("SERVER_PROTOCOL", "$server_protocol"),
-    ("REQUEST_SCHEME", "$scheme"),
-    ("GATEWAY_INTERFACE", "CGI/1.1"),
-    ("SERVER_SOFTWARE", "nginx/$nginx_version"),
-    ("REMOTE_ADDR", "$remote_addr"),
-    ("REMOTE_PORT", "$remote_port"),
-    ("SERVER_ADDR", "$server_addr"),
-    ("SERVER_PORT", "$server_port"),
-    ("SERVER_NAME", "$server_name"),
-    ("REDIRECT_STATUS", "200"),
-];
-
-/// A port free on every address (bound on 0.0.0.0 and released).
-fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("0.0.0.0:0").map_err(|e| BenchError::io("0.0.0.0:0", e))?;
-    Ok(l.local_addr()
-        .map_err(|e| BenchError::io("0.0.0.0:0", e))?
-        .port())
-}
-
-/// Start nginx under `taskset -c CPU` (when pinning) in `dir`; retries on
-/// another port if the chosen one was taken meanwhile.
+/// Start nginx in `dir`, its port free on every address and `listen[0]`
+/// probed (see [`nginx::start`]).
 pub fn start_nginx(
     dir: &Path,
     listen: &[Ipv4Addr],
     sites: &[Site],
     cpu: Option<usize>,
 ) -> Result<(Server, u16)> {
-    let nginx = tools::NGINX.find().unwrap_or_else(|| "nginx".into());
-    for d in [dir.to_path_buf(), dir.join("tmp")] {
-        std::fs::create_dir_all(&d).map_err(|e| BenchError::io(&d, e))?;
-    }
-    let mut last = String::new();
-    for _ in 0..3 {
-        let port = free_port()?;
-        let conf = dir.join("nginx.conf");
-        std::fs::write(&conf, nginx_conf(dir, listen, port, sites))
-            .map_err(|e| BenchError::io(&conf, e))?;
-        let mut argv = Vec::new();
-        if let Some(c) = cpu {
-            argv.extend([
-                arg(&tools::TASKSET.find().unwrap_or_else(|| "taskset".into())),
-                "-c".into(),
-                c.to_string(),
-            ]);
-        }
-        argv.extend([
-            arg(&nginx),
-            "-p".into(),
-            arg(dir),
-            "-c".into(),
-            arg(&conf),
-            "-e".into(),
-            arg(&dir.join("error.log")),
-        ]);
-        let mut c = std::process::Command::new(&argv[0]);
-        c.args(&argv[1..]).current_dir(dir);
-        let mut s = Server::start("nginx", &mut c, &dir.join("nginx.log"))?;
-        let first = SocketAddrV4::new(listen[0], port);
-        match sys::wait_ready(&mut s, Duration::from_secs(10), || {
-            TcpStream::connect(first).is_ok()
-        }) {
-            Ok(()) => return Ok((s, port)),
-            Err(BenchError::Interrupted) => return Err(BenchError::Interrupted),
-            Err(e) => last = format!("{e}: {}", tail(&dir.join("error.log"), 3)),
-        }
-    }
-    Err(BenchError::suite(
-        "neighbours",
-        format!("nginx did not start: {last}"),
-    ))
+    let binary = tools::NGINX.find().unwrap_or_else(|| "nginx".into());
+    let start = nginx::Start {
+        binary: &binary,
+        prefix: dir,
+        log: &dir.join("nginx.log"),
+        cpu,
+        bind: Ipv4Addr::UNSPECIFIED,
+        probe: listen[0],
+        suite: "neighbours",
+    };
+    nginx::start(&start, |port| nginx_conf(dir, listen, port, sites))
 }
 
 /// `GET path` with `Host: host` over HTTP/1.0; the body if the answer is 200.
@@ -311,13 +243,6 @@ pub fn phpinfo_hostname(page: &str) -> Option<String> {
     let rest = &page[i..];
     let v = rest.find("class=\"v\">")? + "class=\"v\">".len();
     rest[v..].split_whitespace().nth(1).map(String::from)
-}
-
-/// The last `n` non-empty lines of a file, joined with ` | `.
-pub fn tail(p: &Path, n: usize) -> String {
-    let text = std::fs::read_to_string(p).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(n)..].join(" | ")
 }
 
 #[cfg(test)]
@@ -376,7 +301,7 @@ mod tests {
             "{c}"
         );
         assert!(
-            c.contains("fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;"),
+            c.contains("fastcgi_param SCRIPT_FILENAME \"$document_root$fastcgi_script_name\";"),
             "{c}"
         );
     }

@@ -22,22 +22,10 @@ pub const BASE: &str = "/var/lib/corral-bench";
 pub const HOMES: &str = "/var/lib/corral-bench/homes";
 pub const GROUP: &str = "corral-scale";
 
-pub const USERADD: Tool = Tool {
-    name: "useradd",
-    package: "passwd",
-};
-pub const USERDEL: Tool = Tool {
-    name: "userdel",
-    package: "passwd",
-};
-pub const GROUPADD: Tool = Tool {
-    name: "groupadd",
-    package: "passwd",
-};
-pub const GROUPDEL: Tool = Tool {
-    name: "groupdel",
-    package: "passwd",
-};
+pub const USERADD: Tool = Tool::new("useradd", "passwd");
+pub const USERDEL: Tool = Tool::new("userdel", "passwd");
+pub const GROUPADD: Tool = Tool::new("groupadd", "passwd");
+pub const GROUPDEL: Tool = Tool::new("groupdel", "passwd");
 
 /// The i-th user (1-based): `corral-s00001`.
 pub fn name(i: usize) -> String {
@@ -61,16 +49,7 @@ fn tool(t: Tool) -> Command {
 }
 
 fn run(mut c: Command, what: &str) -> Result<()> {
-    let f = sys::run_bounded(&mut c, LIMIT, sys::Output::Capture)?;
-    if f.success() {
-        Ok(())
-    } else {
-        sys::check_interrupt()?; // killed by Ctrl-C: not a failure
-        Err(BenchError::suite(
-            "scale",
-            format!("{what}: {}", f.describe(LIMIT)),
-        ))
-    }
+    sys::run_ok(&mut c, LIMIT, "scale", what).map(drop)
 }
 
 /// The users of one run.
@@ -234,9 +213,7 @@ impl Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        for p in self.remove() {
-            eprintln!("corral-bench: cleanup: {p}");
-        }
+        sys::report_cleanup(self.remove());
     }
 }
 
