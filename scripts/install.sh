@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds corral and installs it from this checkout (as root):
 #   $PREFIX/bin/corral, $PREFIX/bin/corral-init    the tool and the tenant init
+#   $PREFIX/bin/corral-sendmail                    the sandbox's sendmail (docs/access.md)
 #   $PREFIX/sbin/corral-shell (setuid root)        the login shell (docs/access.md)
 #   /lib/<multiarch>/security/pam_corral.so        the PAM session module
 #   /etc/corral/access.toml                        who is caged (kept if it exists)
@@ -16,7 +17,7 @@ build_release
 build_pam_module release
 bin=$(dirname "$CORRAL")
 install -d "$PREFIX/bin" "$PREFIX/sbin" /etc/corral
-install -o root -g root -m 0755 "$bin/corral" "$bin/corral-init" "$PREFIX/bin/"
+install -o root -g root -m 0755 "$bin/corral" "$bin/corral-init" "$bin/corral-sendmail" "$PREFIX/bin/"
 install -o root -g root -m 4755 "$bin/corral-shell" "$PREFIX/sbin/corral-shell"
 security=/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/security
 install -d "$security"
@@ -30,4 +31,4 @@ exempt = []               # accounts never caged, e.g. ["admin"]
 corral = "$PREFIX/bin/corral"
 EOT
 fi
-echo "installed: $PREFIX/bin/corral $PREFIX/bin/corral-init $PREFIX/sbin/corral-shell $security/pam_corral.so" >&2
+echo "installed: $PREFIX/bin/corral $PREFIX/bin/corral-init $PREFIX/bin/corral-sendmail $PREFIX/sbin/corral-shell $security/pam_corral.so" >&2
