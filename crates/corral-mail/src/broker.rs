@@ -183,7 +183,9 @@ impl Broker {
     /// The host's sendmail, run as the tenant (uid and primary gid; std
     /// drops every supplementary group of root's), with a clean
     /// environment: the MTA sees an untrusted local user and sets the
-    /// envelope sender to it. `-f` is never passed.
+    /// envelope sender to it. `-f` is never passed. Errors at submission
+    /// come back to the caller (`-oep`); later delivery failures bounce to
+    /// the tenant, as for any local sender.
     fn deliver(
         &self,
         user: &corral_users::User,
@@ -191,7 +193,9 @@ impl Broker {
         msg: &[u8],
     ) -> Result<(), Reply> {
         let mut cmd = Command::new(&self.sendmail);
-        cmd.arg("-i");
+        // -oep: what the MTA refuses at submission goes to its stderr, which
+        // the caller gets, not into a bounce message as well.
+        cmd.args(["-i", "-oep"]);
         if sub.from_headers {
             cmd.arg("-t");
         }
