@@ -27,7 +27,9 @@ pub enum ControlError {
     #[error("the tenant init closed the control connection")]
     Closed,
     #[error("undecodable message from the tenant init: {0}")]
-    Decode(String),
+    Decode(#[source] serde_json::Error),
+    #[error("a reply of {size} bytes from the tenant init (at most {max} expected)")]
+    ReplyTooLarge { size: usize, max: usize },
     #[error("request of {size} bytes is larger than the control protocol allows ({max})")]
     TooLarge { size: usize, max: usize },
 }
@@ -126,14 +128,14 @@ impl Control {
             }) {
                 Ok(Ok(0)) => return Err(ControlError::Closed),
                 Ok(Ok(n)) if n > buf.len() => {
-                    return Err(ControlError::Decode(format!(
-                        "reply of {n} bytes (expected at most {})",
-                        buf.len()
-                    )))
+                    return Err(ControlError::ReplyTooLarge {
+                        size: n,
+                        max: buf.len(),
+                    })
                 }
                 Ok(Ok(n)) => {
                     return proto::decode(&buf[..n])
-                        .map_err(|e| ControlError::Decode(e.to_string()))
+                        .map_err(ControlError::Decode)
                 }
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Ok(Err(e)) => return Err(ControlError::Recv(io_errno(&e))),
