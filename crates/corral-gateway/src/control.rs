@@ -133,10 +133,7 @@ impl Control {
                         max: buf.len(),
                     })
                 }
-                Ok(Ok(n)) => {
-                    return proto::decode(&buf[..n])
-                        .map_err(ControlError::Decode)
-                }
+                Ok(Ok(n)) => return proto::decode(&buf[..n]).map_err(ControlError::Decode),
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Ok(Err(e)) => return Err(ControlError::Recv(io_errno(&e))),
                 Err(_would_block) => continue,
