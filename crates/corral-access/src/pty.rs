@@ -132,10 +132,14 @@ pub fn relay(master: OwnedFd, child: Pid) -> Result<i32, Errno> {
     let _raw = Raw::set(0);
     let mut stdin_open = true;
     let mut buf = [0u8; 16 * 1024];
+    // Checked at the start (a child that ended before the handler was
+    // installed) and after each SIGCHLD, not on every chunk relayed.
+    let mut child_may_have_ended = true;
     let code = loop {
-        // A child that ended before its handler was installed.
-        if let Some(code) = reap(child)? {
-            break code;
+        if std::mem::take(&mut child_may_have_ended) {
+            if let Some(code) = reap(child)? {
+                break code;
+            }
         }
         // SAFETY: fd 0 outlives this loop.
         let stdin = unsafe { BorrowedFd::borrow_raw(0) };
@@ -158,9 +162,11 @@ pub fn relay(master: OwnedFd, child: Pid) -> Result<i32, Errno> {
         let (sig, out, inp) = (ready(0), ready(1), ready(2));
         if sig {
             for s in signals.pending() {
-                if s == libc::SIGWINCH {
+                if s == libc::SIGCHLD {
+                    child_may_have_ended = true;
+                } else if s == libc::SIGWINCH {
                     copy_size(0, master.as_raw_fd());
-                } else if s != libc::SIGCHLD {
+                } else {
                     // SAFETY: kill with plain arguments.
                     unsafe { libc::kill(child.as_raw(), s) };
                 }

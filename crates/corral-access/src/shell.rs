@@ -133,7 +133,7 @@ pub fn main() -> i32 {
     };
     if ruid == 0 {
         // Root is never caged.
-        return exec_plain(&fallback_shell(&user.shell), &inv);
+        return exec_plain(&corral_profile::real_shell(&user.shell), &inv);
     }
     if euid != 0 {
         return unprivileged(&user, &inv);
@@ -149,16 +149,6 @@ fn refuse(e: &EnterError) -> i32 {
     EXIT_REFUSED
 }
 
-/// The shell for a user who is not caged (or root): their passwd shell, or
-/// bash when that is corral-shell itself.
-fn fallback_shell(login: &Path) -> PathBuf {
-    if login.file_name().is_some_and(|n| n == "corral-shell") {
-        PathBuf::from("/bin/bash")
-    } else {
-        login.to_path_buf()
-    }
-}
-
 /// Run as the setuid-root login shell of `user`.
 fn privileged(
     db: &corral_users::Db,
@@ -167,7 +157,7 @@ fn privileged(
 ) -> Result<i32, EnterError> {
     // Wholly root while corral works: a real uid of the tenant's would let
     // it signal what this process starts (the init on a first login).
-    set_ids(0, 0, &[]).map_err(|errno| harden(user, "become root", errno))?;
+    become_root().map_err(|errno| harden(user, "become root", errno))?;
     let (path, explicit) = config_path().map_err(|what| {
         EnterError::Config(crate::config::ConfigError::Invalid {
             path: PathBuf::from("corral-access.toml"),
@@ -177,7 +167,7 @@ fn privileged(
     let cfg = AccessConfig::load(&path, explicit)?;
     if !cfg.caged(db, user)? {
         drop_to(user).map_err(|errno| harden(user, "drop privileges", errno))?;
-        return Ok(exec_plain(&fallback_shell(&user.shell), inv));
+        return Ok(exec_plain(&corral_profile::real_shell(&user.shell), inv));
     }
     let t = session::target(&cfg, &user.name)?;
     let layout = Layout::new(&cfg.state_dir);
@@ -249,7 +239,7 @@ fn unprivileged(user: &corral_users::User, inv: &Invocation) -> i32 {
         return EXIT_REFUSED;
     }
     // Inside, /etc/passwd is the sandbox's: it names the real shell.
-    let shell = fallback_shell(&user.shell);
+    let shell = corral_profile::real_shell(&user.shell);
     if pty::is_local_terminal(0) || !is_terminal(0) {
         return exec_plain(&shell, inv);
     }
@@ -327,17 +317,13 @@ fn exec_plain(shell: &Path, inv: &Invocation) -> i32 {
     }
 }
 
-fn set_ids(
-    uid: libc::uid_t,
-    gid: libc::gid_t,
-    groups: &[libc::gid_t],
-) -> Result<(), nix::errno::Errno> {
-    // SAFETY: setgroups reads `groups.len()` gids from a live slice;
-    // setresgid/setresuid take plain ids.
+/// Root in all three uids and gids, no supplementary groups.
+fn become_root() -> Result<(), nix::errno::Errno> {
+    // SAFETY: setgroups with no list; setresgid/setresuid take plain ids.
     unsafe {
-        if libc::setgroups(groups.len(), groups.as_ptr()) < 0
-            || libc::setresgid(gid, gid, gid) < 0
-            || libc::setresuid(uid, uid, uid) < 0
+        if libc::setgroups(0, std::ptr::null()) < 0
+            || libc::setresgid(0, 0, 0) < 0
+            || libc::setresuid(0, 0, 0) < 0
         {
             return Err(nix::errno::Errno::last());
         }
@@ -345,12 +331,13 @@ fn set_ids(
     Ok(())
 }
 
-/// Become `user` for good (all three ids, its groups), not dumpable.
+/// Become `user` for good (all three ids, its groups, checked by reading
+/// them back), not dumpable.
 fn drop_to(user: &corral_users::User) -> Result<(), nix::errno::Errno> {
     let groups = corral_users::Db::system()
         .group_list(&user.name, user.gid)
         .unwrap_or_else(|_| vec![user.gid]);
-    set_ids(user.uid, user.gid, &groups)?;
+    corral_security::identity::become_user(user.uid, user.gid, &groups)?;
     // SAFETY: prctl with plain arguments. A process that was root stays
     // undumpable after the switch (fs.suid_dumpable 0), made explicit here.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };

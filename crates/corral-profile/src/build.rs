@@ -97,7 +97,7 @@ fn expanded(l: &L<String>, tenant: &Tenant) -> Result<L<String>, ProfileError> {
 /// The shell a tenant gets inside its sandbox when the profile names none:
 /// its login shell from passwd, unless that is corral's own login shell
 /// (`corral-shell`, which enters the sandbox), then the system's bash.
-pub(crate) fn real_shell(login: &Path) -> PathBuf {
+pub fn real_shell(login: &Path) -> PathBuf {
     if login.file_name().is_some_and(|n| n == "corral-shell") {
         PathBuf::from("/bin/bash")
     } else {

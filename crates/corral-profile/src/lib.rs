@@ -26,6 +26,7 @@ mod values;
 #[cfg(test)]
 mod tests;
 
+pub use build::real_shell;
 pub use error::{Location, ProfileError};
 pub use limits::BUILTIN_PLAN;
 pub use plan::Plan;

@@ -199,7 +199,12 @@ pub fn enter(layout: &Layout, t: &Target) -> Result<Entered, JoinError> {
     )?;
     let rlimits = t.limits.rlimits();
     let mut fds = namespaces::open(&dir.ns(), &t.state.namespaces).map_err(SandboxError::from)?;
-    if !fds.iter().all(|(fd, _)| is_nsfs(fd)) {
+    // Only the mount namespace's file can be missing (see open_through_proc):
+    // one fstatfs, not one per namespace, on corral run's setns path.
+    if fds
+        .iter()
+        .any(|(fd, f)| *f == CloneFlags::CLONE_NEWNS && !is_nsfs(fd))
+    {
         fds = open_through_proc(t)?;
     }
     namespaces::join(&fds).map_err(SandboxError::from)?;
