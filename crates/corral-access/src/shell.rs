@@ -245,7 +245,7 @@ fn unprivileged(user: &corral_users::User, inv: &Invocation) -> i32 {
     }
     // A terminal from outside (su hands over the caller's): the shell gets
     // one of the sandbox's own.
-    match relay_local(&shell, inv, user.uid) {
+    match relay_local(&shell, inv) {
         Ok(code) => code,
         Err(e) => {
             eprintln!(
@@ -272,10 +272,9 @@ pub fn inside_own_sandbox(tenant: &str) -> bool {
     })
 }
 
-fn relay_local(shell: &Path, inv: &Invocation, uid: libc::uid_t) -> Result<i32, nix::errno::Errno> {
+fn relay_local(shell: &Path, inv: &Invocation) -> Result<i32, nix::errno::Errno> {
     use std::os::unix::process::CommandExt;
     let p = pty::open(None, 0)?;
-    let _ = uid;
     let argv = inv.argv(shell);
     let slave = p.slave.as_raw_fd();
     let mut cmd = std::process::Command::new(&argv[0]);
