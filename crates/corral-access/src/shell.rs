@@ -199,6 +199,8 @@ fn privileged(
         new_session: terminal,
         controlling_tty: terminal,
         preserve_fds: 0,
+        pass_fds: &[],
+        listen_pid: false,
         reset_signals: None,
         reset_sched: unusual_policy(),
     };

@@ -192,6 +192,13 @@ fn build(
         allow: names(sc.allow),
     };
 
+    let services = layer
+        .services
+        .iter()
+        .filter(|s| s.enabled)
+        .map(|s| s.lower(&tenant, &workdir))
+        .collect::<Result<Vec<_>, _>>()?;
+    check_sockets_unique(&services, &layer.services)?;
     let mounts = layer
         .mounts
         .iter()
@@ -208,5 +215,31 @@ fn build(
         limits,
         sources,
         tenant,
+        services,
     })
+}
+
+/// Two services of one tenant cannot listen on the same path.
+fn check_sockets_unique(
+    plans: &[crate::plan::ServicePlan],
+    raw: &[crate::services::RawService],
+) -> Result<(), ProfileError> {
+    for (i, a) in plans.iter().enumerate() {
+        for b in &plans[..i] {
+            if let Some(p) = a.listen.iter().find(|p| b.listen.contains(p)) {
+                let at = raw
+                    .iter()
+                    .find(|r| r.name.v == a.name)
+                    .expect("lowered from raw");
+                return Err(at.name.invalid(
+                    format!(
+                        "socket paths of its own (service {} listens on it too)",
+                        b.name
+                    ),
+                    format!("{:?}", p.display()),
+                ));
+            }
+        }
+    }
+    Ok(())
 }

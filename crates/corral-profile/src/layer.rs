@@ -6,6 +6,7 @@ use crate::error::{invalid, ProfileError, Source};
 use crate::limits::{self, LimitEntry};
 use crate::mounts::{self, RawMount};
 use crate::plan::{NetMode, SeccompAction};
+use crate::services::{self, RawService};
 use crate::values::{self, ENV_NAME, SYSCALL_NAME};
 use std::collections::BTreeMap;
 
@@ -57,6 +58,7 @@ pub(crate) struct Layer {
     /// `[limits]`, flattened, in file order.
     pub limits: Vec<LimitEntry>,
     pub mounts: Vec<RawMount>,
+    pub services: Vec<RawService>,
 }
 
 const TOP_KEYS: &[&str] = &[
@@ -70,6 +72,7 @@ const TOP_KEYS: &[&str] = &[
     "seccomp",
     "limits",
     "mount",
+    "services",
 ];
 
 pub(crate) fn parse(src: Source<'_>) -> Result<Layer, ProfileError> {
@@ -111,6 +114,9 @@ pub(crate) fn parse(src: Source<'_>) -> Result<Layer, ProfileError> {
             .iter()
             .map(mounts::parse)
             .collect::<Result<_, _>>()?;
+    }
+    if let Some(e) = root.get("services") {
+        layer.services = services::parse(&e.table()?)?;
     }
     Ok(layer)
 }
@@ -306,6 +312,7 @@ impl Layer {
             },
             limits,
             mounts,
+            services: services::overlay(self.services, over.services),
         }
     }
 }

@@ -20,6 +20,7 @@ mod layer;
 mod limits;
 mod mounts;
 mod render;
+mod services;
 mod tenant;
 mod values;
 
@@ -31,6 +32,7 @@ pub use error::{Location, ProfileError};
 pub use limits::BUILTIN_PLAN;
 pub use plan::Plan;
 pub use render::render;
+pub use services::signal_name;
 
 use build::Input;
 use limits::LimitsPlanFile;

@@ -186,4 +186,57 @@ pub struct Plan {
     pub limits: LimitsSource,
     /// Files the plan was read from (template, tenant override, plan file).
     pub sources: Vec<PathBuf>,
+    /// Services the tenant's init supervises (`[services.NAME]`).
+    #[serde(default)]
+    pub services: Vec<ServicePlan>,
+}
+
+/// When a supervised service runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StartMode {
+    /// Socket activation: started by the first connection to one of its
+    /// sockets, stopped again after `idle_timeout_ms` without work.
+    OnDemand,
+    /// Started with the sandbox.
+    AtUp,
+}
+
+/// What the init does when a service's main process exits by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Restart {
+    Always,
+    /// Only after a non-zero exit or a signal.
+    OnFailure,
+    Never,
+}
+
+/// One service, expanded for the tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServicePlan {
+    pub name: String,
+    /// Program (looked up on the profile's PATH inside the sandbox) and arguments.
+    pub command: Vec<String>,
+    /// Added to the profile's `env.set` (the caller's environment never reaches a service).
+    pub env: BTreeMap<String, String>,
+    pub workdir: PathBuf,
+    pub start: StartMode,
+    pub restart: Restart,
+    /// On-demand services: stop after this long without work (0: never).
+    pub idle_timeout_ms: u64,
+    pub stop_signal: i32,
+    /// SIGKILL this long after the stop signal.
+    pub stop_timeout_ms: u64,
+    /// Host paths of its listening unix sockets, created by `corral up`
+    /// (owned by root, group `listen_gid`, mode `listen_mode`) and passed
+    /// to the service as fds 3, 4, ... (`LISTEN_FDS`, `FPM_SOCKETS`).
+    pub listen: Vec<PathBuf>,
+    pub listen_gid: u32,
+    pub listen_mode: u32,
+    /// Host file its stdout and stderr go to (timestamped lines, rotated
+    /// at `log_max_size` keeping `log_keep` old files).
+    pub log: PathBuf,
+    pub log_max_size: u64,
+    pub log_keep: u32,
 }

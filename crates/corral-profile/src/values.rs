@@ -170,3 +170,46 @@ pub(crate) fn is_plan_name(s: &str) -> bool {
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
 }
+
+const DURATION: &str = "a duration: an integer number of seconds, or a string like \"500ms\", \"30s\", \"10m\", \"1h\" (0 for none)";
+
+/// A duration in milliseconds: an integer (seconds) or `<digits>(ms|s|m|h)`.
+pub(crate) fn duration_ms(entry: &Entry<'_>) -> Result<L<u64>, ProfileError> {
+    let parsed = match entry.value() {
+        Some(Value::Integer(i)) => u64::try_from(*i.value())
+            .ok()
+            .and_then(|s| s.checked_mul(1000)),
+        Some(Value::String(s)) => parse_duration_ms(s.value()),
+        _ => return Err(entry.wrong_type(DURATION)),
+    };
+    match parsed {
+        Some(v) => Ok(L {
+            v,
+            at: entry.at(),
+            key: entry.key.clone(),
+        }),
+        None => Err(crate::error::invalid(
+            &entry.at(),
+            &entry.key,
+            DURATION,
+            describe(entry.node),
+        )),
+    }
+}
+
+pub(crate) fn parse_duration_ms(s: &str) -> Option<u64> {
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    if digits.is_empty() {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    let scale = match unit {
+        "ms" => 1,
+        "" | "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => return None,
+    };
+    n.checked_mul(scale)
+}

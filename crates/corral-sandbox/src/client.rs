@@ -10,8 +10,9 @@ use std::io::IoSlice;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
-/// Largest reply the client accepts (the init's replies are a few hundred bytes).
-const REPLY_MAX: usize = 8192;
+/// Largest reply the client accepts (the init's replies are a few hundred
+/// bytes; a list of services a few KiB).
+const REPLY_MAX: usize = 32 * 1024;
 
 pub struct Client {
     fd: OwnedFd,

@@ -50,6 +50,8 @@ pub enum InitError {
     Seccomp(#[source] Errno),
     #[error("map the spawn stack: {0}")]
     Stack(#[source] crate::spawn::SpawnError),
+    #[error("receive the services' sockets: {0}")]
+    ServiceFds(#[source] Errno),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -66,9 +68,9 @@ struct Child {
     timed_out: bool,
 }
 
-struct Init {
-    /// The tenants' seccomp filter, installed in the init after setup.
-    filter: Option<corral_security::Filter>,
+/// What the init starts processes with: every child is the tenant,
+/// hardened the same way.
+struct Spawner {
     security: corral_security::Prepared,
     /// What a child must set back to SIG_DFL (the init's dispositions never
     /// change after setup: it reads signals through a signalfd).
@@ -77,12 +79,19 @@ struct Init {
     /// children are set back. Taken once, when serving starts.
     reset_sched: bool,
     rlimits: Vec<(libc::c_int, u64, u64)>,
-    /// The profile's environment rules and workdir, for `Run` requests.
-    env_rules: corral_profile::plan::EnvPlan,
-    workdir: String,
     devnull: OwnedFd,
     /// The stack every spawned child runs on until its exec.
     stack: ChildStack,
+}
+
+struct Init {
+    /// The tenants' seccomp filter, installed in the init after setup.
+    filter: Option<corral_security::Filter>,
+    spawner: Spawner,
+    /// The profile's environment rules and workdir, for `Run` requests.
+    env_rules: corral_profile::plan::EnvPlan,
+    workdir: String,
+    services: crate::services::Supervisor,
     conns: HashMap<u64, OwnedFd>,
     children: HashMap<i32, Child>,
     next_conn: u64,
@@ -158,7 +167,7 @@ pub fn main() -> ! {
     // spawns runs as a batch task (see `batch_scheduling`). Switched before
     // Ready, so whoever sees the sandbox up sees its init as it will stay.
     crate::spawn::batch_scheduling();
-    init.reset_sched = crate::spawn::unusual_policy();
+    init.spawner.reset_sched = crate::spawn::unusual_policy();
     if send_setup(&mut setup, &SetupReply::Ready).is_err() {
         std::process::exit(1);
     }
@@ -167,7 +176,79 @@ pub fn main() -> ! {
     // init should cost as little memory as possible.
     // SAFETY: malloc_trim only releases free heap memory.
     unsafe { libc::malloc_trim(0) };
+    init.services.start_at_up(&mut init.spawner);
     init.serve(listener)
+}
+
+/// The one message of fds `corral up` sends after the plan.
+fn receive_fds(setup: &std::fs::File) -> Result<Vec<OwnedFd>, Errno> {
+    let mut byte = [0u8; 1];
+    let mut iov = [IoSliceMut::new(&mut byte)];
+    let mut cmsg = nix::cmsg_space!([RawFd; crate::services::MAX_FDS]);
+    let m = recvmsg::<()>(
+        setup.as_raw_fd(),
+        &mut iov,
+        Some(&mut cmsg),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )?;
+    if m.bytes != 1 || m.flags.contains(MsgFlags::MSG_CTRUNC) {
+        return Err(Errno::EPROTO);
+    }
+    let mut fds = Vec::new();
+    for c in m.cmsgs().into_iter().flatten() {
+        if let ControlMessageOwned::ScmRights(v) = c {
+            // SAFETY: fds received via SCM_RIGHTS are ours.
+            fds.extend(v.into_iter().map(|f| unsafe { OwnedFd::from_raw_fd(f) }));
+        }
+    }
+    Ok(fds)
+}
+
+impl Spawner {
+    fn spawn(
+        &mut self,
+        argv: &[String],
+        env: &[(String, String)],
+        cwd: &str,
+        stdio: [Option<RawFd>; 3],
+        pass_fds: &[RawFd],
+    ) -> Result<Pid, crate::spawn::SpawnError> {
+        let spec = ExecSpec {
+            argv,
+            env,
+            cwd,
+            stdio,
+            new_session: true,
+            controlling_tty: false,
+            preserve_fds: 0,
+            pass_fds,
+            listen_pid: !pass_fds.is_empty(),
+            reset_signals: Some(&self.reset_signals),
+            reset_sched: self.reset_sched,
+        };
+        Exec::prepare(&self.security, &self.rlimits, spec)?.spawn(&mut self.stack)
+    }
+}
+
+impl crate::services::supervisor::Spawn for Spawner {
+    fn spawn_service(
+        &mut self,
+        argv: &[String],
+        env: &[(String, String)],
+        cwd: &str,
+        stdout: RawFd,
+        pass_fds: &[RawFd],
+    ) -> Result<i32, crate::spawn::SpawnError> {
+        let null = self.devnull.as_raw_fd();
+        self.spawn(
+            argv,
+            env,
+            cwd,
+            [Some(null), Some(stdout), Some(stdout)],
+            pass_fds,
+        )
+        .map(|p| p.as_raw())
+    }
 }
 
 fn failed_reply(e: &crate::spawn::SpawnError) -> Reply {
@@ -192,6 +273,13 @@ fn prepare(
     setup.read_exact(&mut buf).map_err(InitError::ReadSetup)?;
     let s: Setup = serde_json::from_slice(&buf).map_err(InitError::DecodeSetup)?;
     drop(buf);
+    // The services' sockets and log directories follow the plan, made on
+    // the host by `corral up` (services::host), before the root changes.
+    let service_fds = if s.plan.services.is_empty() {
+        Vec::new()
+    } else {
+        receive_fds(setup).map_err(InitError::ServiceFds)?
+    };
     crate::rootfs::build(&s.plan, &s.root)?;
     if s.plan.namespaces.uts {
         nix::unistd::sethostname(&s.plan.hostname).map_err(|errno| InitError::Hostname {
@@ -223,16 +311,30 @@ fn prepare(
         .map(OwnedFd::from)
         .unwrap_or(devnull);
     let stack = ChildStack::new().map_err(InitError::Stack)?;
+    let services = crate::services::Supervisor::new(
+        s.plan.services.clone(),
+        service_fds,
+        s.plan
+            .env
+            .set
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        (s.plan.tenant.uid, s.plan.tenant.gid),
+    );
     Ok(Init {
-        stack,
-        rlimits: limits.rlimits(),
+        spawner: Spawner {
+            stack,
+            rlimits: limits.rlimits(),
+            reset_signals: crate::spawn::non_default_signals(),
+            reset_sched: false,
+            security,
+            devnull,
+        },
         env_rules: s.plan.env.clone(),
         workdir: s.plan.workdir.to_string_lossy().into_owned(),
-        reset_signals: crate::spawn::non_default_signals(),
-        reset_sched: false,
         filter,
-        security,
-        devnull,
+        services,
         conns: HashMap::new(),
         children: HashMap::new(),
         next_conn: 1,
@@ -259,6 +361,7 @@ impl Init {
             let ids: Vec<u64> = self.conns.keys().copied().collect();
             let timeout = self.next_deadline();
             let mut ready = Vec::new();
+            let mut watched = Vec::new();
             {
                 let mut fds = vec![
                     PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
@@ -267,14 +370,16 @@ impl Init {
                 for id in &ids {
                     fds.push(PollFd::new(self.conns[id].as_fd(), PollFlags::POLLIN));
                 }
+                for (fd, w) in self.services.watches() {
+                    fds.push(PollFd::new(fd, PollFlags::POLLIN));
+                    watched.push(w);
+                }
                 match poll(&mut fds, timeout) {
                     Ok(_) | Err(Errno::EINTR) => {}
                     Err(_) => continue,
                 }
                 let ev = |f: &PollFd| f.revents().map(|r| !r.is_empty()).unwrap_or(false);
-                ready.push(ev(&fds[0]));
-                ready.push(ev(&fds[1]));
-                for f in &fds[2..] {
+                for f in &fds {
                     ready.push(ev(f));
                 }
             }
@@ -295,13 +400,21 @@ impl Init {
                     self.handle(*id);
                 }
             }
+            for (i, w) in watched.into_iter().enumerate() {
+                if ready[2 + ids.len() + i] {
+                    self.services.ready(w, &mut self.buf, &mut self.spawner);
+                }
+            }
             self.expire();
+            self.services.tick(&mut self.spawner);
         }
     }
 
     fn next_deadline(&self) -> PollTimeout {
         let now = Instant::now();
-        match self.children.values().filter_map(|c| c.deadline).min() {
+        let children = self.children.values().filter_map(|c| c.deadline).min();
+        let services = self.services.next_deadline();
+        match children.into_iter().chain(services).min() {
             None => PollTimeout::NONE,
             Some(d) => {
                 let ms = d.saturating_duration_since(now).as_millis().min(60_000) as i32;
@@ -378,6 +491,15 @@ impl Init {
             }
             Ok(Request::Signal { pid, signal }) => Some(self.signal(id, pid, signal)),
             Ok(Request::Status) => Some(Reply::Status(self.status())),
+            Ok(Request::Service { op, name }) => Some(
+                match self
+                    .services
+                    .control(op, name.as_deref(), &mut self.spawner)
+                {
+                    Ok(list) => Reply::Services(list),
+                    Err(message) => Reply::Error { message },
+                },
+            ),
             Err(e) => Some(Reply::Error {
                 message: format!("bad request: {e}"),
             }),
@@ -417,24 +539,12 @@ impl Init {
     }
 
     fn spawn(&mut self, id: u64, req: &SpawnRequest, fds: Vec<OwnedFd>) -> Option<Reply> {
-        let null = self.devnull.as_raw_fd();
+        let null = self.spawner.devnull.as_raw_fd();
         let stdio = [0, 1, 2].map(|i| Some(fds.get(i).map(|f| f.as_raw_fd()).unwrap_or(null)));
-        let spec = ExecSpec {
-            argv: &req.argv,
-            env: &req.env,
-            cwd: &req.cwd,
-            stdio,
-            new_session: true,
-            controlling_tty: false,
-            preserve_fds: 0,
-            reset_signals: Some(&self.reset_signals),
-            reset_sched: self.reset_sched,
-        };
-        let exec = match Exec::prepare(&self.security, &self.rlimits, spec) {
-            Ok(e) => e,
-            Err(e) => return Some(failed_reply(&e)),
-        };
-        match exec.spawn(&mut self.stack) {
+        match self
+            .spawner
+            .spawn(&req.argv, &req.env, &req.cwd, stdio, &[])
+        {
             Ok(pid) => {
                 self.spawned_total += 1;
                 let deadline = (req.timeout_ms > 0)
@@ -480,8 +590,9 @@ impl Init {
     fn status(&self) -> InitStatus {
         InitStatus {
             version: proto::VERSION,
-            children: self.children.len() as u32,
-            services: self.children.values().filter(|c| c.conn.is_none()).count() as u32,
+            children: (self.children.len() + self.services.running()) as u32,
+            services: (self.children.values().filter(|c| c.conn.is_none()).count()
+                + self.services.running()) as u32,
             spawned_total: self.spawned_total,
         }
     }
@@ -500,6 +611,9 @@ impl Init {
     }
 
     fn exited(&mut self, pid: i32, code: Option<i32>, signal: Option<i32>) {
+        if self.services.exited(pid, code, signal, &mut self.spawner) {
+            return;
+        }
         // Orphans re-parented to us are reaped too; only our own spawns report.
         if let Some(Child {
             conn: Some(id),
@@ -551,6 +665,7 @@ impl Init {
     }
 
     fn shutdown(&mut self) -> ! {
+        self.services.kill_all();
         if std::process::id() == 1 {
             // pid 1 of its own namespace: -1 reaches exactly the sandbox.
             let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);

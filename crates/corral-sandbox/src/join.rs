@@ -255,6 +255,8 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
         new_session: false,
         controlling_tty: false,
         preserve_fds: opts.preserve_fds,
+        pass_fds: &[],
+        listen_pid: false,
         reset_signals: None,
         reset_sched: crate::spawn::unusual_policy(),
     };

@@ -14,6 +14,7 @@ pub mod lifecycle;
 pub mod namespaces;
 pub mod proto;
 pub mod rootfs;
+pub mod services;
 pub mod spawn;
 pub mod state;
 pub mod via_init;

@@ -72,6 +72,12 @@ pub enum SandboxError {
     ExitedAfterSetup { tenant: String },
     #[error(transparent)]
     Ns(#[from] namespaces::NsError),
+    #[error("tenant {tenant}: {source}")]
+    Services {
+        tenant: String,
+        #[source]
+        source: Box<crate::services::host::HostError>,
+    },
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SandboxError {
@@ -166,6 +172,7 @@ fn create(
         cgroup_parent: opts.cgroup_parent.clone(),
         armed: true,
         init: None,
+        plan: None,
     };
     for d in [&layout.state_dir, &layout.tenants(), &dir.dir] {
         std::fs::create_dir_all(d).map_err(io(format!("create {}", d.display())))?;
@@ -181,6 +188,13 @@ fn create(
     let backend = Backend::detect(&opts.cgroup_parent).map_err(cgroup)?;
     let cg = TenantCgroup::create(&backend, &plan.tenant.name).map_err(cgroup)?;
 
+    // The services' sockets exist from here on; undone with the rest.
+    undo.plan = Some(plan.clone());
+    let service_fds =
+        crate::services::host::prepare(plan).map_err(|source| SandboxError::Services {
+            tenant: plan.tenant.name.clone(),
+            source: Box::new(source),
+        })?;
     let listener = control_listener(&dir.control())?;
     let (setup_host, setup_init) = socketpair(
         AddressFamily::Unix,
@@ -202,6 +216,11 @@ fn create(
         .write_all(&(msg.len() as u32).to_le_bytes())
         .and_then(|_| setup.write_all(&msg))
         .map_err(io("send the plan to the tenant init"))?;
+    if !service_fds.is_empty() {
+        send_fds(&setup, &service_fds)
+            .map_err(sys("send the services' sockets to the tenant init"))?;
+        drop(service_fds);
+    }
     // While the init execs and builds the rootfs (most of `up`'s time): the
     // limits and plan.json. Nothing of the tenant's runs before the init
     // answers Ready, so every limit is in place before the first tenant
@@ -264,6 +283,8 @@ struct Undo {
     cgroup_parent: String,
     armed: bool,
     init: Option<i32>,
+    /// Whose service sockets to remove.
+    plan: Option<Plan>,
 }
 
 impl Drop for Undo {
@@ -276,7 +297,24 @@ impl Drop for Undo {
             wait_gone(pid, Duration::from_secs(5));
         }
         let _ = remove_all(&self.layout, &self.tenant, Some(&self.cgroup_parent));
+        if let Some(plan) = &self.plan {
+            crate::services::host::remove(plan);
+        }
     }
+}
+
+/// The services' fds, as one message after the plan (see `init::receive_fds`).
+fn send_fds(setup: &std::fs::File, fds: &[OwnedFd]) -> Result<(), Errno> {
+    let raw: Vec<std::os::fd::RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
+    let iov = [std::io::IoSlice::new(&[0u8])];
+    nix::sys::socket::sendmsg::<()>(
+        setup.as_raw_fd(),
+        &iov,
+        &[nix::sys::socket::ControlMessage::ScmRights(&raw)],
+        nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+        None,
+    )?;
+    Ok(())
 }
 
 fn control_listener(path: &Path) -> Result<OwnedFd, SandboxError> {
@@ -458,6 +496,13 @@ fn remove_all(
 ) -> Result<(), SandboxError> {
     let dir = layout.tenant(tenant);
     namespaces::release(&dir.ns());
+    // The services' sockets, named in the plan the sandbox was built with.
+    if let Some(plan) = std::fs::read(dir.plan())
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Plan>(&b).ok())
+    {
+        crate::services::host::remove(&plan);
+    }
     if let Some(parent) = cgroup_parent {
         if let Ok(backend) = Backend::detect(parent) {
             if let Ok(cg) = TenantCgroup::open(&backend, tenant) {

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 /// Bumped whenever a message changes shape; `corral up` does not reuse a
 /// sandbox whose init speaks another version: it takes it down and builds
 /// it anew.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// Largest message either side sends.
 pub const MAX_MESSAGE: usize = 64 * 1024;
 
@@ -67,6 +67,48 @@ pub enum Request {
         signal: i32,
     },
     Status,
+    /// Act on the supervised services (`name` None: every one); the reply
+    /// is `Services` with their state after the action.
+    Service {
+        op: ServiceOp,
+        name: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServiceOp {
+    Status,
+    Start,
+    Stop,
+    Restart,
+}
+
+/// One supervised service as the init sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceStatus {
+    pub name: String,
+    /// `waiting` (on-demand, no process: the next connection starts it),
+    /// `running`, `stopping`, `backoff` (restarting after a failure),
+    /// `stopped`.
+    pub state: String,
+    /// Main process, as a pid of the sandbox.
+    pub pid: Option<i32>,
+    /// Processes of the service besides the main one (e.g. FPM workers).
+    pub workers: u32,
+    /// Unix time (ms) of the last change of state.
+    pub since_ms: u64,
+    pub starts: u64,
+    /// Restarts after an unexpected exit.
+    pub restarts: u64,
+    /// How the last run ended ("exit code 1", "signal SIGKILL", "stopped: idle"...).
+    pub last_exit: Option<String>,
+    /// Why the last start failed, if it did.
+    pub last_error: Option<String>,
+    pub listen: Vec<String>,
+    pub start: String,
+    pub idle_timeout_ms: u64,
+    pub log: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -97,6 +139,7 @@ pub enum Reply {
         timed_out: bool,
     },
     Status(InitStatus),
+    Services(Vec<ServiceStatus>),
     Error {
         message: String,
     },

@@ -83,6 +83,12 @@ pub struct Exec<'a> {
     controlling_tty: bool,
     /// fds 3..3+N stay open across exec (`corral run --preserve-fds N`).
     preserve_fds: i32,
+    /// fds to become 3, 4, ... (a service's listening sockets); at most
+    /// [`MAX_PASSED_FDS`].
+    pass_fds: Vec<RawFd>,
+    /// The `LISTEN_PID=` entry of `envp`, filled in by the child with its
+    /// own pid (sd_listen_fds checks it); owned by this Exec (see Drop).
+    listen_pid: Option<*mut u8>,
     /// stdin is the caller's controlling terminal and the caller is in the
     /// foreground: hand the terminal to the child's new process group.
     foreground_tty: bool,
@@ -126,6 +132,11 @@ pub struct ExecSpec<'a> {
     /// controlling terminal, as a login does (`corral-shell`'s own pty).
     pub controlling_tty: bool,
     pub preserve_fds: i32,
+    /// fds that become 3, 4, ... in the child (then `preserve_fds` counts
+    /// from after them); at most [`MAX_PASSED_FDS`].
+    pub pass_fds: &'a [RawFd],
+    /// Set `LISTEN_PID` to the child's pid (socket activation, with `pass_fds`).
+    pub listen_pid: bool,
     /// The signals whose disposition differs from SIG_DFL in the forking
     /// process, if it knows them ([`non_default_signals`], taken once by a
     /// long-lived spawner); None resets every signal in the child.
@@ -164,6 +175,12 @@ impl<'a> Exec<'a> {
             .iter()
             .map(|(k, v)| cstr(&format!("{k}={v}")))
             .collect::<Result<Vec<_>, _>>()?;
+        if spec.pass_fds.len() > MAX_PASSED_FDS {
+            return Err(SpawnError::failed(Step::Stdio, Errno::EMFILE));
+        }
+        let listen_pid = spec
+            .listen_pid
+            .then(|| Box::into_raw(Box::new(*LISTEN_PID_BUF)).cast::<u8>());
         let mut e = Exec {
             path: cstr(&path.to_string_lossy())?,
             argv,
@@ -187,7 +204,9 @@ impl<'a> Exec<'a> {
             stdio: spec.stdio,
             new_session: spec.new_session,
             controlling_tty: spec.new_session && spec.controlling_tty,
-            preserve_fds: spec.preserve_fds,
+            preserve_fds: spec.pass_fds.len() as i32 + spec.preserve_fds,
+            pass_fds: spec.pass_fds.to_vec(),
+            listen_pid,
             // SAFETY: isatty/tcgetpgrp/getpgrp only query; done in the parent.
             foreground_tty: !spec.new_session
                 && unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() },
@@ -204,6 +223,7 @@ impl<'a> Exec<'a> {
             .envp
             .iter()
             .map(|a| a.as_ptr())
+            .chain(e.listen_pid.map(|p| p.cast_const().cast::<libc::c_char>()))
             .chain(std::iter::once(std::ptr::null()))
             .collect();
         Ok(e)
@@ -332,6 +352,29 @@ impl<'a> Exec<'a> {
                 }
             }
         }
+        if !self.pass_fds.is_empty() {
+            // Out of the way first (a source may sit on a target number),
+            // then down to 3, 4, ...; the copies above are close-on-exec.
+            let mut high = [0 as RawFd; MAX_PASSED_FDS];
+            for (i, fd) in self.pass_fds.iter().enumerate() {
+                // SAFETY: fcntl on an fd the caller owns.
+                high[i] = unsafe { libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, 64) };
+                if high[i] < 0 {
+                    fail(Step::Stdio, Errno::last());
+                }
+            }
+            for (i, fd) in high[..self.pass_fds.len()].iter().enumerate() {
+                // SAFETY: dup2 on fds we hold.
+                if unsafe { libc::dup2(*fd, 3 + i as RawFd) } < 0 {
+                    fail(Step::Stdio, Errno::last());
+                }
+            }
+        }
+        if let Some(buf) = self.listen_pid {
+            // SAFETY: `buf` is this Exec's own LISTEN_PID buffer, read by no
+            // one until our execve; getpid has no arguments.
+            unsafe { write_pid(buf, libc::getpid()) };
+        }
         // SAFETY: setsid has no memory arguments.
         if self.new_session && unsafe { libc::setsid() } < 0 {
             fail(Step::Session, Errno::last());
@@ -449,6 +492,47 @@ impl Exec<'_> {
             return Err(err);
         }
         Ok(())
+    }
+}
+
+/// Most fds [`ExecSpec::pass_fds`] takes.
+pub const MAX_PASSED_FDS: usize = 16;
+
+/// `LISTEN_PID=` and room for any pid and the NUL.
+const LISTEN_PID_BUF: &[u8; 24] = b"LISTEN_PID=\0\0\0\0\0\0\0\0\0\0\0\0\0";
+
+/// Write `pid` in decimal after `LISTEN_PID=` (async-signal-safe: no
+/// allocation, no locks).
+///
+/// # Safety
+/// `buf` points to a live buffer of `LISTEN_PID_BUF.len()` bytes.
+unsafe fn write_pid(buf: *mut u8, pid: libc::pid_t) {
+    let mut digits = [0u8; 12];
+    let mut n = pid.max(0) as u32;
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let start = b"LISTEN_PID=".len();
+    for i in 0..len {
+        // SAFETY: start + len + 1 <= 11 + 10 + 1 < 24, inside the buffer.
+        unsafe { *buf.add(start + i) = digits[len - 1 - i] };
+    }
+    // SAFETY: as above.
+    unsafe { *buf.add(start + len) = 0 };
+}
+
+impl Drop for Exec<'_> {
+    fn drop(&mut self) {
+        if let Some(p) = self.listen_pid.take() {
+            // SAFETY: made by Box::into_raw of a [u8; 24] in `prepare`.
+            drop(unsafe { Box::from_raw(p.cast::<[u8; 24]>()) });
+        }
     }
 }
 
@@ -652,6 +736,8 @@ mod tests {
             new_session: true,
             controlling_tty: false,
             preserve_fds: 0,
+            pass_fds: &[],
+            listen_pid: false,
             reset_signals: None,
             reset_sched: false,
         }

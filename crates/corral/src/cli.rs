@@ -218,6 +218,55 @@ pub enum Command {
     /// Mail broker: take tenants' messages from corral-sendmail in their sandboxes and hand them to the
     /// host's MTA as the tenant, within the plan's mail.per_hour (docs/access.md).
     MailBroker(crate::cmd::mail::MailBrokerArgs),
+    /// Supervised services of tenants ([services.NAME] in the profile): PHP-FPM pools and other
+    /// long-running programs, started on demand through their sockets (docs/access.md).
+    #[command(subcommand)]
+    Service(ServiceCmd),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ServiceCmd {
+    /// Services of running tenants (or of the named ones, up or not): state, pid, workers, restarts, sockets.
+    Ls { tenants: Vec<String> },
+    /// Details of a tenant's services (or of one).
+    Status {
+        tenant: String,
+        name: Option<String>,
+    },
+    /// Start a tenant's services (or one) now, bringing the sandbox up if needed.
+    Start {
+        tenant: String,
+        name: Option<String>,
+    },
+    /// Stop a tenant's services (or one): the stop signal, then SIGKILL after the stop timeout. An
+    /// on-demand service starts again on the next connection to its socket.
+    Stop {
+        tenant: String,
+        name: Option<String>,
+    },
+    /// Stop and start again (e.g. after changing the service's own configuration file).
+    Restart {
+        tenant: String,
+        name: Option<String>,
+    },
+    /// Print the end of a service's log (timestamped output and what corral did).
+    Logs {
+        tenant: String,
+        name: String,
+        /// How many lines.
+        #[arg(short = 'n', long, default_value_t = 50)]
+        lines: usize,
+        /// Keep printing what is appended (across rotations), until interrupted.
+        #[arg(short, long)]
+        follow: bool,
+    },
+    /// Bring up every tenant whose profile declares services (run at boot by
+    /// corral-services.service or config/corral-boot).
+    Boot {
+        /// Only list the tenants that would be brought up.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -5,6 +5,7 @@ mod expand;
 mod load;
 mod merge;
 mod output;
+mod services;
 
 use crate::build::{assemble, Input};
 use crate::limits::LimitsPlanFile;

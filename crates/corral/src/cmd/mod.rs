@@ -6,6 +6,7 @@ mod limits;
 pub mod mail;
 mod profile;
 mod run;
+mod service;
 mod tenants;
 
 use crate::cli::Command;
@@ -29,5 +30,6 @@ pub fn dispatch(ctx: &Ctx, cmd: Command) -> anyhow::Result<i32> {
         Command::Gateway(a) => gateway::gateway(ctx, a),
         Command::Cgi(a) => cgi::cgi(ctx, a),
         Command::MailBroker(a) => mail::broker(ctx, a),
+        Command::Service(c) => service::service(ctx, c),
     }
 }

@@ -1,0 +1,214 @@
+//! A service's log: its stdout and stderr, one timestamped line at a time,
+//! in a host file the init writes through a directory fd it got from
+//! `corral up` (the file is not reachable from inside the sandbox), rotated
+//! by size like logrotate's `size` + `rotate N`.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+pub struct LogFile {
+    dir: OwnedFd,
+    name: String,
+    file: Option<OwnedFd>,
+    size: u64,
+    max_size: u64,
+    keep: u32,
+    /// The last byte written ended a line: the next byte starts one (and
+    /// gets a timestamp).
+    at_line_start: bool,
+}
+
+impl LogFile {
+    pub fn new(dir: OwnedFd, name: String, max_size: u64, keep: u32) -> LogFile {
+        LogFile {
+            dir,
+            name,
+            file: None,
+            size: 0,
+            max_size,
+            keep,
+            at_line_start: true,
+        }
+    }
+
+    /// A message of corral itself about the service (start, exit, restart).
+    pub fn note(&mut self, msg: &str) {
+        if !self.at_line_start {
+            self.write(b"\n");
+        }
+        self.write(format!("corral: {msg}\n").as_bytes());
+    }
+
+    /// Output of the service: timestamps go at the start of each line.
+    pub fn write(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            if self.at_line_start {
+                // Rotated between lines, before the first one that no
+                // longer fits (a line is never split across two files).
+                if self.file.is_none() {
+                    self.open();
+                }
+                if self.size >= self.max_size {
+                    self.rotate();
+                }
+                let stamp = timestamp(std::time::SystemTime::now());
+                self.append(stamp.as_bytes());
+                self.at_line_start = false;
+            }
+            let line_end = data.iter().position(|&b| b == b'\n');
+            let n = line_end.map_or(data.len(), |i| i + 1);
+            self.append(&data[..n]);
+            self.at_line_start = line_end.is_some();
+            data = &data[n..];
+        }
+    }
+
+    fn append(&mut self, b: &[u8]) {
+        if self.file.is_none() {
+            self.open();
+        }
+        let Some(f) = &self.file else { return };
+        // SAFETY: write from a valid slice to our own fd.
+        let n = unsafe { libc::write(f.as_raw_fd(), b.as_ptr().cast(), b.len()) };
+        if n > 0 {
+            self.size += n as u64;
+        }
+    }
+
+    fn open(&mut self) {
+        let Ok(name) = CString::new(self.name.as_str()) else {
+            return;
+        };
+        // SAFETY: openat/fstat on our directory fd with a C string; the
+        // returned fd is ours.
+        unsafe {
+            let fd = libc::openat(
+                self.dir.as_raw_fd(),
+                name.as_ptr(),
+                libc::O_WRONLY
+                    | libc::O_APPEND
+                    | libc::O_CREAT
+                    | libc::O_NOFOLLOW
+                    | libc::O_CLOEXEC,
+                0o640,
+            );
+            if fd < 0 {
+                return;
+            }
+            let mut st: libc::stat = std::mem::zeroed();
+            self.size = if libc::fstat(fd, &mut st) == 0 {
+                st.st_size as u64
+            } else {
+                0
+            };
+            self.file = Some(OwnedFd::from_raw_fd(fd));
+        }
+    }
+
+    /// NAME -> NAME.1 -> ... -> NAME.keep (the oldest is replaced).
+    fn rotate(&mut self) {
+        self.file = None;
+        let dir: RawFd = self.dir.as_raw_fd();
+        let path = |i: u32| {
+            CString::new(if i == 0 {
+                self.name.clone()
+            } else {
+                format!("{}.{i}", self.name)
+            })
+            .expect("log names have no NUL")
+        };
+        if self.keep == 0 {
+            // SAFETY: unlinkat with our dir fd and a C string.
+            unsafe { libc::unlinkat(dir, path(0).as_ptr(), 0) };
+        } else {
+            for i in (0..self.keep).rev() {
+                // SAFETY: renameat with our dir fd and C strings.
+                unsafe { libc::renameat(dir, path(i).as_ptr(), dir, path(i + 1).as_ptr()) };
+            }
+        }
+        self.size = 0;
+    }
+}
+
+/// `2026-11-24T23:59:59.123Z ` (UTC, milliseconds).
+pub fn timestamp(t: std::time::SystemTime) -> String {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (y, mo, day) = civil_from_days(secs.div_euclid(86_400));
+    let s = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{mo:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z ",
+        s / 3600,
+        s / 60 % 60,
+        s % 60,
+        d.subsec_millis()
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian
+/// calendar (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn timestamps_are_utc_dates() {
+        assert_eq!(timestamp(UNIX_EPOCH), "1970-01-01T00:00:00.000Z ");
+        // 2000-02-29 (a leap day of a century leap year) 12:34:56.789
+        let t = UNIX_EPOCH + Duration::from_millis(951_827_696_789);
+        assert_eq!(timestamp(t), "2000-02-29T12:34:56.789Z ");
+        let t = UNIX_EPOCH + Duration::from_secs(1_795_564_799);
+        assert_eq!(timestamp(t), "2026-11-24T23:59:59.000Z ");
+    }
+
+    fn dir_fd(d: &std::path::Path) -> OwnedFd {
+        OwnedFd::from(std::fs::File::open(d).unwrap())
+    }
+
+    #[test]
+    fn lines_are_stamped_and_files_rotate_keeping_n() {
+        let d = tempfile::tempdir().unwrap();
+        let mut log = LogFile::new(dir_fd(d.path()), "svc.log".into(), 100, 2);
+        log.write(b"first ");
+        log.write(b"line\nsecond line\n");
+        let text = std::fs::read_to_string(d.path().join("svc.log")).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines[0].ends_with("Z first line"), "{text}");
+        assert!(lines[1].ends_with("Z second line"), "{text}");
+        // Past 100 bytes the file moves to .1, then .1 to .2; never a .3.
+        for i in 0..20 {
+            log.write(format!("{i:040}\n").as_bytes());
+        }
+        log.note("done");
+        let names: Vec<String> = {
+            let mut v: Vec<String> = std::fs::read_dir(d.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names, ["svc.log", "svc.log.1", "svc.log.2"]);
+        for n in &names {
+            let len = std::fs::metadata(d.path().join(n)).unwrap().len();
+            assert!(len < 100 + 70, "{n}: {len} bytes");
+        }
+        let last = std::fs::read_to_string(d.path().join("svc.log")).unwrap();
+        assert!(last.ends_with("Z corral: done\n"), "{last}");
+    }
+}
