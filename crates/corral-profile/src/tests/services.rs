@@ -25,7 +25,11 @@ fn a_service_is_expanded_with_defaults() {
     assert_eq!(s.command[3], "/home/example/fpm.conf");
     assert_eq!(s.env["PHP_INI_SCAN_DIR"], "/home/example/php.d");
     assert_eq!(s.listen, [PathBuf::from("/run/corral/fpm/example.sock")]);
-    assert_eq!(s.start, StartMode::OnDemand, "a service with sockets starts on demand");
+    assert_eq!(
+        s.start,
+        StartMode::OnDemand,
+        "a service with sockets starts on demand"
+    );
     assert_eq!(s.restart, Restart::OnFailure);
     assert_eq!(s.idle_timeout_ms, 300_000);
     assert_eq!(s.stop_signal, 3);
@@ -33,7 +37,11 @@ fn a_service_is_expanded_with_defaults() {
     assert_eq!((s.listen_gid, s.listen_mode), (0, 0o660));
     assert_eq!(s.log, PathBuf::from("/var/log/corral/example/php.log"));
     assert_eq!((s.log_max_size, s.log_keep), (1 << 20, 3));
-    assert_eq!(s.workdir, PathBuf::from("/home/example"), "the profile's workdir");
+    assert_eq!(
+        s.workdir,
+        PathBuf::from("/home/example"),
+        "the profile's workdir"
+    );
 }
 
 #[test]
@@ -44,7 +52,10 @@ fn without_sockets_a_service_starts_with_the_sandbox() {
     )
     .unwrap();
     let s = &plan.services[0];
-    assert_eq!((s.start, s.restart, s.idle_timeout_ms), (StartMode::AtUp, Restart::Always, 0));
+    assert_eq!(
+        (s.start, s.restart, s.idle_timeout_ms),
+        (StartMode::AtUp, Restart::Always, 0)
+    );
 }
 
 #[test]
@@ -55,7 +66,10 @@ fn an_override_replaces_or_removes_a_service() {
     let names: Vec<&str> = plan.services.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["php", "worker"]);
     assert_eq!(plan.services[0].command, ["/usr/sbin/php-fpm8.3"]);
-    assert!(plan.services[0].listen.is_empty(), "replaced whole, not merged");
+    assert!(
+        plan.services[0].listen.is_empty(),
+        "replaced whole, not merged"
+    );
     let plan = example_plan(FPM, Some("[services.php]\nenabled = false\n")).unwrap();
     assert!(plan.services.is_empty());
 }
@@ -65,19 +79,27 @@ fn service_errors_name_the_key() {
     let e = check_err("[services.Php]\ncommand = [\"x\"]\n");
     assert!(e.contains(":1:") && e.contains("a service name"), "{e}");
     let e = check_err("[services.php]\nlisten = \"/run/x.sock\"\n");
-    assert!(e.contains("services.php.command") && e.contains("a command"), "{e}");
+    assert!(
+        e.contains("services.php.command") && e.contains("a command"),
+        "{e}"
+    );
     let e = check_err("[services.php]\ncommand = []\n");
     assert!(e.contains(":2:") && e.contains("non-empty array"), "{e}");
     let e = check_err("[services.php]\ncommand = [\"x\"]\nstart = \"on-demand\"\n");
     assert!(e.contains(":3:") && e.contains("at-up"), "{e}");
     let e = check_err("[services.php]\ncommand = [\"x\"]\nidle_timeout = \"5 min\"\n");
-    assert!(e.contains("services.php.idle_timeout") && e.contains("a duration"), "{e}");
+    assert!(
+        e.contains("services.php.idle_timeout") && e.contains("a duration"),
+        "{e}"
+    );
     let e = check_err("[services.php]\ncommand = [\"x\"]\nstop_signal = \"TERM\"\n");
     assert!(e.contains("SIGTERM"), "{e}");
     let e = check_err("[services.php]\ncommand = [\"x\"]\nlisten_group = \"no-such-group-here\"\n");
     assert!(e.contains("an existing group"), "{e}");
     let long = format!("/run/{}.sock", "x".repeat(110));
-    let e = check_err(&format!("[services.php]\ncommand = [\"x\"]\nlisten = \"{long}\"\n"));
+    let e = check_err(&format!(
+        "[services.php]\ncommand = [\"x\"]\nlisten = \"{long}\"\n"
+    ));
     assert!(e.contains("at most 107 bytes"), "{e}");
     let e = check_err(
         "[services.a]\ncommand = [\"x\"]\nlisten = \"/run/s.sock\"\n\

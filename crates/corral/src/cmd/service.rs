@@ -80,10 +80,27 @@ fn act(ctx: &Ctx, tenant: &str, name: Option<String>, op: ServiceOp) -> anyhow::
             eprintln!("corral: {tenant}: the sandbox was built from an older profile; `corral restart {tenant}` applies the current one");
         }
     }
-    let list = match ask(ctx, tenant, op, name.as_deref())? {
+    let mut list = match ask(ctx, tenant, op, name.as_deref())? {
         Some(l) => l,
         None => down_rows(&plan, name.as_deref()),
     };
+    // A stop (or the stop half of a restart) takes effect when the process
+    // has exited: wait for it, at most the longest stop timeout (then the
+    // init has sent SIGKILL) and a little more.
+    let longest = plan
+        .services
+        .iter()
+        .map(|s| s.stop_timeout_ms)
+        .max()
+        .unwrap_or(0);
+    let until = std::time::Instant::now() + Duration::from_millis(longest + 2000);
+    while list.iter().any(|s| s.state == "stopping") && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+        match ask(ctx, tenant, ServiceOp::Status, name.as_deref())? {
+            Some(l) => list = l,
+            None => break,
+        }
+    }
     print_status(ctx, tenant, &list)?;
     // A start that did not start: say so in the exit status.
     let failed = matches!(op, ServiceOp::Start | ServiceOp::Restart)
