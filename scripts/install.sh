@@ -31,4 +31,14 @@ exempt = []               # accounts never caged, e.g. ["admin"]
 corral = "$PREFIX/bin/corral"
 EOT
 fi
+# Boot-time bring-up of tenants with services (not enabled here).
+if [ -d /run/systemd/system ]; then
+  sed "s#/usr/local/bin/corral#$PREFIX/bin/corral#" config/corral-services.service \
+    > /etc/systemd/system/corral-services.service
+  echo "enable at boot: systemctl daemon-reload && systemctl enable corral-services" >&2
+else
+  sed "s#/usr/local/bin/corral#$PREFIX/bin/corral#" config/corral-boot > /etc/init.d/corral-boot
+  chmod 0755 /etc/init.d/corral-boot
+  echo "enable at boot: update-rc.d corral-boot defaults" >&2
+fi
 echo "installed: $PREFIX/bin/corral $PREFIX/bin/corral-init $PREFIX/bin/corral-sendmail $PREFIX/sbin/corral-shell $security/pam_corral.so" >&2
