@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+const T4: &str = "corral-t4";
+
 fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     loop {
@@ -456,4 +458,29 @@ fn a_socket_or_log_in_a_tenant_writable_directory_is_refused_and_nothing_is_left
         env.cgroup_dirs().iter().all(|d| !d.join(T1).exists()),
         "a cgroup was left"
     );
+}
+
+#[test]
+fn boot_brings_up_exactly_the_tenants_with_services() {
+    let env = Env::new();
+    let run = RunDir::new("boot");
+    env.default_profile_with("");
+    env.write_config(
+        &format!("tenants/{T4}.toml"),
+        &format!(
+            "[services.app]\ncommand = [\"/bin/sleep\", \"1000\"]\nlog = \"{}/app.log\"\n",
+            run.0.display()
+        ),
+    );
+    let dry = env.ok(&["service", "boot", "--dry-run"]);
+    assert_eq!(dry.trim(), format!("{T4}: would bring up (1 service(s))"));
+    assert!(!env.state_dir().join("tenants").join(T4).exists());
+    let out = env.ok(&["service", "boot"]);
+    assert!(out.contains(&format!("{T4}: up (1 service(s))")), "{out}");
+    let up: Vec<String> = std::fs::read_dir(env.state_dir().join("tenants"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(up, [T4]);
+    assert_eq!(status(&env, T4, "app")["state"], "running");
 }
