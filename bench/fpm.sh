@@ -1,0 +1,646 @@
+#!/usr/bin/env bash
+# Supervised PHP-FPM ([services.NAME], socket activation) against the same
+# pool on the bare host. Three measurements, each with a target:
+#
+#   throughput  a one-line PHP page through nginx (1 worker, user www-data,
+#               127.0.0.1) to (a) the tenant's socket-activated PHP-FPM in
+#               its corral sandbox and (b) the same pool (same pm settings,
+#               same php.ini) started here by root on the bare host with
+#               `user = TENANT`; `h2load --h1 -n N -c C`, the two sides
+#               interleaved round by round (the order alternates), each warmed
+#               up first. Two setups: unpinned, and pinned (nginx, both FPMs
+#               and the sandbox's init on CPU 0, h2load on CPU 1: the sandbox
+#               is brought up under `taskset -c 0`, so its init and the
+#               PHP-FPM it starts inherit the CPU; the affinity seen is
+#               printed). Median req/s per side; target sandbox/bare >= 0.97.
+#   cold start  the first request after the service went idle: `corral
+#               service stop`, wait until `corral service status` says
+#               "waiting" with no pid, then one curl through nginx
+#               (time_total); each cold request is followed by a warm one to
+#               the sandbox and one to the bare pool. Median and max ms;
+#               target: cold median <= 150 ms.
+#   memory      K tenants whose profile declares the FPM service (never
+#               started: no request reaches them) and K with the same profile
+#               minus [services.php], all idle; per tenant, KiB: the init's
+#               PSS (/proc/PID/smaps_rollup), the kernel's share (delta of
+#               SUnreclaim + SReclaimable + KernelStack + PageTables + Percpu),
+#               tmpfs (delta Shmem), and delta (MemTotal - MemAvailable) for
+#               comparison (noisy on a shared machine). One unmeasured pass
+#               first (first use of the users' homes, tmp dirs, dentries),
+#               then two passes in opposite orders (without, with; with,
+#               without), averaged. Target: with - without <= 50 KiB per
+#               tenant, and no process of those tenants but their inits.
+#               The tenants are users created here (corral-f00001...,
+#               group corral-fpmbench, homes /run/corral-bench/home/NAME) and
+#               removed at the end.
+#
+# Usage: bench/fpm.sh [options]        (as root)
+#   --rounds R        interleaved throughput rounds per setup (default 5)
+#   --requests N      requests per h2load run (default 3000)
+#   --concurrency C   h2load connections (default 10)
+#   --cold R          cold starts (default 10)
+#   --tenants K       tenants per set in the memory test, 1..1000 (default 50)
+#   --pm MODE         ondemand | static | dynamic, for both pools (default ondemand)
+#   --children N      pm.max_children of both pools (default 4)
+#   --tenant USER     the tenant of the throughput and cold tests (default corral-t3)
+#   --cpu-limit V     [limits] cpu of that tenant, e.g. "200%" or "max"
+#                     (default: its plan's; 100% = one CPU)
+#   --only LIST       comma-separated subset of throughput,cold,memory
+#   --quick           small counts: 2 rounds, 500 requests, 3 cold, 20 tenants
+#                     (explicit options still win)
+#   --corral PATH     the corral to measure (default $CORRAL_BIN, $CORRAL, or a
+#                     release build made here); it and the corral-init next to
+#                     it (or $CORRAL_INIT) are copied first, so a rebuild during
+#                     the run changes nothing
+#   --json            stdout is one JSON object; the table goes to stderr
+#
+# Everything lives in a private directory /run/corral-bench/fpm.XXXXXX (state
+# dir, config dir, sockets, logs, nginx, the bare pool) and a cgroup parent
+# corral/fpm-bench-PID. Everything it starts (nginx, the bare PHP-FPM, the
+# sandboxes) is stopped, by pid file, pid or `corral down`, and everything it
+# creates (users, group, homes, the page in the tenant's home, directories) is
+# removed on exit, also on failure or Ctrl-C.
+set -euo pipefail
+source "$(dirname "$0")/../scripts/lib.sh"
+need_root
+
+usage() { sed -n '/^# Usage:/,/^#   --json/p' "$0" | sed 's/^# \{0,1\}//'; }
+die() { echo "fpm.sh: $*" >&2; exit 1; }
+log() { echo "fpm: $*" >&2; }
+
+ROUNDS= REQUESTS= COLD= TENANTS= CONC=10 PM=ondemand CHILDREN=4 TENANT=corral-t3
+CPU_LIMIT= ONLY=throughput,cold,memory QUICK=0 JSON=0 CORRAL_ARG=
+while (($#)); do
+  case $1 in
+    --rounds) ROUNDS=${2:?}; shift ;;
+    --requests) REQUESTS=${2:?}; shift ;;
+    --concurrency) CONC=${2:?}; shift ;;
+    --cold) COLD=${2:?}; shift ;;
+    --tenants) TENANTS=${2:?}; shift ;;
+    --pm) PM=${2:?}; shift ;;
+    --children) CHILDREN=${2:?}; shift ;;
+    --tenant) TENANT=${2:?}; shift ;;
+    --cpu-limit) CPU_LIMIT=${2:?}; shift ;;
+    --only) ONLY=${2:?}; shift ;;
+    --corral) CORRAL_ARG=${2:?}; shift ;;
+    --quick) QUICK=1 ;;
+    --json) JSON=1 ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage >&2; die "unknown argument: $1" ;;
+  esac
+  shift
+done
+if ((QUICK)); then
+  ROUNDS=${ROUNDS:-2} REQUESTS=${REQUESTS:-500} COLD=${COLD:-3} TENANTS=${TENANTS:-20}
+fi
+ROUNDS=${ROUNDS:-5} REQUESTS=${REQUESTS:-3000} COLD=${COLD:-10} TENANTS=${TENANTS:-50}
+int() { [[ $2 =~ ^[0-9]+$ ]] && (($2 >= $3 && $2 <= $4)) || die "$1: expected $3..$4, got '$2'"; }
+int --rounds "$ROUNDS" 1 1000
+int --requests "$REQUESTS" 10 10000000
+int --concurrency "$CONC" 1 1000
+int --cold "$COLD" 1 1000
+int --tenants "$TENANTS" 1 1000
+int --children "$CHILDREN" 1 1000
+case $PM in ondemand | static | dynamic) ;; *) die "--pm: ondemand, static or dynamic, got '$PM'" ;; esac
+[[ -z $CPU_LIMIT || $CPU_LIMIT =~ ^([0-9]+%|max)$ ]] || die "--cpu-limit: like 200% or max, got '$CPU_LIMIT'"
+DO_TP=0 DO_COLD=0 DO_MEM=0
+IFS=, read -ra parts <<<"$ONLY"
+for p in "${parts[@]}"; do
+  case $p in
+    throughput) DO_TP=1 ;; cold) DO_COLD=1 ;; memory) DO_MEM=1 ;;
+    *) die "--only: throughput, cold, memory; got '$p'" ;;
+  esac
+done
+
+PHP_FPM=${PHP_FPM:-}
+if [ -z "$PHP_FPM" ]; then
+  PHP_FPM=$(command -v php-fpm 2>/dev/null || ls /usr/sbin/php-fpm[0-9]* 2>/dev/null | sort -V | tail -1 || true)
+fi
+missing=()
+for t in nginx:nginx-light h2load:nghttp2-client curl:curl jq:jq taskset:util-linux \
+  useradd:passwd userdel:passwd groupadd:passwd groupdel:passwd pgrep:procps flock:util-linux; do
+  command -v "${t%%:*}" >/dev/null || missing+=("${t%%:*} (Debian package ${t#*:})")
+done
+[ -x "$PHP_FPM" ] || missing+=("php-fpm (Debian package php-fpm)")
+((${#missing[@]} == 0)) || die "missing tools: ${missing[*]}"
+((DO_TP || DO_COLD)) && { getent passwd "$TENANT" >/dev/null || die "no user $TENANT (scripts/test-users.sh creates corral-t1..t4)"; }
+((DO_TP || DO_COLD)) && { getent passwd www-data >/dev/null || die "no user www-data"; }
+
+# One run at a time: the memory test's users are machine-wide. The lock file
+# stays (a removed one would let a second holder in).
+exec 9>/run/lock/corral-bench-fpm.lock
+flock -n 9 || die "another bench/fpm.sh holds /run/lock/corral-bench-fpm.lock"
+
+SRC_CORRAL=${CORRAL_ARG:-${CORRAL_BIN:-${CORRAL:-}}}
+if [ -z "$SRC_CORRAL" ]; then
+  build_release >/dev/null 2>&1 || build_release
+  SRC_CORRAL=$CORRAL
+fi
+SRC_INIT=${CORRAL_INIT:-$(dirname "$SRC_CORRAL")/corral-init}
+[ -x "$SRC_CORRAL" ] || die "not executable: $SRC_CORRAL"
+[ -x "$SRC_INIT" ] || die "not executable: $SRC_INIT (corral-init; or set CORRAL_INIT)"
+
+# COMMAND on a CPU, or anywhere with "-".
+on_cpu() {
+  local c=$1
+  shift
+  if [ "$c" = - ]; then "$@"; else taskset -c "$c" "$@"; fi
+}
+median() { sort -g | awk '{a[NR]=$1} END {if (!NR) print "nan"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+minmax() { sort -g | awk 'NR==1 {m=$1} {x=$1} END {print m, x}'; }
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+free_port() {
+  local p
+  for p in $(shuf -i 20000-59999 -n 64); do
+    [ -z "$(ss -Htln "sport = :$p")" ] && { echo "$p"; return; }
+  done
+  die "no free port found"
+}
+
+# The pool settings both sides share (pm and its sizes).
+pool_settings() {
+  echo "pm = $PM"
+  echo "pm.max_children = $CHILDREN"
+  case $PM in
+    ondemand) echo "pm.process_idle_timeout = 10s" ;;
+    dynamic) printf 'pm.start_servers = %s\npm.min_spare_servers = 1\npm.max_spare_servers = %s\n' "$CHILDREN" "$CHILDREN" ;;
+  esac
+  echo "listen.backlog = 4096" # corral listens with 4096 too
+  echo "catch_workers_output = yes"
+}
+
+# A tenant's override: the FPM config file (always) and the service (when
+# $2 = with); $3: [tmp] dir and extra lines.
+tenant_file() { # USER with|without EXTRA
+  {
+    if [ "$2" = with ]; then
+      cat <<EOF
+[services.php]
+command = ["$PHP_FPM", "--nodaemonize", "--fpm-config", "/etc/corral-fpm.conf"]
+listen = "$W/sock/\$USER.sock"
+listen_group = "www-data"
+idle_timeout = "3s"
+stop_signal = "SIGQUIT"
+log = "$W/log/\$USER/php.log"
+
+EOF
+    fi
+    printf '%s\n' "${3:-}"
+    cat <<EOF
+[[mount]]
+type = "file"
+dst = "/etc/corral-fpm.conf"
+content = """
+[global]
+error_log = /proc/self/fd/2
+daemonize = no
+
+[www]
+listen = $W/sock/\$USER.sock
+$(pool_settings)
+"""
+EOF
+  } >"$CONF/tenants/$1.toml"
+}
+
+svc_state() { # TENANT -> "STATE PID"
+  corral service status "$1" php --json | jq -r 'if type == "array" then .[0] else . end | "\(.state) \(.pid)"'
+}
+wait_waiting() { # TENANT: until its service is waiting with no pid (15 s at most)
+  local st=
+  for _ in $(seq 300); do
+    st=$(svc_state "$1")
+    [ "$st" = "waiting null" ] && return 0
+    sleep 0.05
+  done
+  die "$1: service php still '$st' after 15 s (expected 'waiting null')"
+}
+
+stop_nginx() {
+  local p
+  [ -s "$NGINX_PID" ] || return 0
+  p=$(cat "$NGINX_PID")
+  kill -QUIT "$p" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+  kill -0 "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null
+  rm -f "$NGINX_PID"
+}
+start_nginx() { # CPU|-
+  stop_nginx
+  on_cpu "$1" nginx -c "$W/nginx/nginx.conf" -e "$W/nginx/error.log"
+  for _ in $(seq 100); do [ -s "$NGINX_PID" ] && (exec 3<>"/dev/tcp/127.0.0.1/$PORT_S") 2>/dev/null && return; sleep 0.05; done
+  die "nginx did not start (see $W/nginx/error.log)"
+}
+stop_bare() {
+  [ -n "$BARE_PID" ] || return 0
+  kill -QUIT "$BARE_PID" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$BARE_PID" 2>/dev/null || break; sleep 0.05; done
+  kill -0 "$BARE_PID" 2>/dev/null && kill -KILL "$BARE_PID" 2>/dev/null
+  wait "$BARE_PID" 2>/dev/null || true
+  BARE_PID=
+}
+start_bare() { # CPU|-
+  stop_bare
+  rm -f "$W/bare/php.sock"
+  local pin=()
+  [ "$1" != - ] && pin=(taskset -c "$1")
+  # Not through a function: $! must be php-fpm's master itself (taskset execs it).
+  "${pin[@]}" "$PHP_FPM" --nodaemonize --fpm-config "$W/bare/php-fpm.conf" 2>>"$W/bare/stderr" &
+  BARE_PID=$!
+  for _ in $(seq 200); do [ -S "$W/bare/php.sock" ] && return; sleep 0.05; done
+  die "bare php-fpm did not start: $(tail -5 "$W/bare/php-fpm.log" "$W/bare/stderr" 2>/dev/null)"
+}
+
+# Host pids of the PHP-FPM processes of the tenant's sandbox (its cgroup).
+sandbox_fpm_pids() {
+  local f p
+  for f in /sys/fs/cgroup/"$PARENT/$TENANT"/cgroup.procs /sys/fs/cgroup/*/"$PARENT/$TENANT"/cgroup.procs; do
+    [ -r "$f" ] || continue
+    while read -r p; do
+      [[ $(cat "/proc/$p/comm" 2>/dev/null) == php-fpm* ]] && echo "$p"
+    done <"$f"
+    return 0
+  done
+}
+# The distinct CPU lists of processes: "0" or "0-1", comma-joined when several.
+cpus_of() {
+  local p
+  for p in "$@"; do awk '/^Cpus_allowed_list/ {print $2}' "/proc/$p/status" 2>/dev/null || true; done | sort -u | paste -sd, -
+}
+bare_fpm_pids() { echo "$BARE_PID"; pgrep -P "$BARE_PID" || true; }
+
+# One h2load run: req/s (fails on any failed request).
+h2() { # PORT CPU|- N
+  local out ok two
+  out=$(timeout 600 bash -c 'c=$1; shift; if [ "$c" = - ]; then exec "$@"; else exec taskset -c "$c" "$@"; fi' _ \
+    "$2" h2load --h1 -n "$3" -c "$CONC" "http://127.0.0.1:$1/hello.php" 2>&1) || { echo "$out" >&2; die "h2load on port $1 failed"; }
+  ok=$(awk '/^requests:/ {print $8}' <<<"$out")
+  two=$(awk '/^status codes:/ {print $3}' <<<"$out")
+  [ "$ok" = "$3" ] && [ "$two" = "$3" ] || { echo "$out" >&2; die "h2load on port $1: $ok of $3 succeeded, $two 2xx"; }
+  awk '/^finished in/ {print $4}' <<<"$out"
+}
+curl_ms() { # PORT -> ms of one request (fails unless 200)
+  local r
+  r=$(curl -s -o /dev/null -m 30 -w '%{http_code} %{time_total}' "http://127.0.0.1:$1/hello.php") || die "curl to port $1 failed"
+  [ "${r%% *}" = 200 ] || die "curl to port $1: HTTP ${r%% *}"
+  awk -v t="${r#* }" 'BEGIN {printf "%.3f\n", t * 1000}'
+}
+
+
+BASE=/run/corral-bench
+MADE_BASE=0
+if [ ! -d "$BASE" ]; then mkdir -m 755 "$BASE"; MADE_BASE=1; fi
+W=$(mktemp -d "$BASE/fpm.XXXXXX")
+chmod 755 "$W"
+C=$W/bin/corral
+STATE=$W/state CONF=$W/config PARENT=corral/fpm-bench-$$
+HOMES=$BASE/home GROUP=corral-fpmbench
+NGINX_PID=$W/nginx/nginx.pid
+BARE_PID= DOC= MADE_TMP= MADE_GROUP=0 MADE_HOMES=0
+USERS=() # memory-test users to remove
+cleanup() {
+  local rc=$? p
+  set +e
+  trap - EXIT INT TERM
+  stop_nginx
+  stop_bare
+  [ -x "$C" ] && "$C" --state-dir "$STATE" --config-dir "$CONF" --cgroup-parent "$PARENT" down --all >/dev/null 2>&1
+  for d in /sys/fs/cgroup/*/"$PARENT" /sys/fs/cgroup/"$PARENT"; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
+  if ((${#USERS[@]})); then
+    log "removing ${#USERS[@]} users"
+    for u in "${USERS[@]}"; do
+      userdel "$u" >/dev/null 2>&1 || echo "fpm.sh: cleanup: userdel $u failed" >&2
+      rm -rf "${HOMES:?}/$u"
+    done
+  fi
+  ((MADE_HOMES)) && rmdir "$HOMES" 2>/dev/null
+  ((MADE_GROUP)) && { groupdel "$GROUP" || echo "fpm.sh: cleanup: groupdel $GROUP failed" >&2; }
+  [ -n "$DOC" ] && rm -rf "$DOC"
+  [ -n "$MADE_TMP" ] && rm -rf "$MADE_TMP"
+  rm -rf "$W"
+  ((MADE_BASE)) && rmdir "$BASE" 2>/dev/null
+  for p in $(jobs -p); do echo "fpm.sh: cleanup: left job $p" >&2; done
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+mkdir -p "$W/bin" "$CONF/tenants" "$W/sock" "$W/log" "$W/nginx" "$W/bare" "$W/tmp" "$W/out"
+chmod 755 "$W"/* # nginx (www-data) reaches the sockets; corral wants root-owned, not group/other-writable dirs
+cp "$SRC_CORRAL" "$W/bin/corral"
+cp "$SRC_INIT" "$W/bin/corral-init"
+export CORRAL_INIT=$W/bin/corral-init
+CR=("$C" --state-dir "$STATE" --config-dir "$CONF" --cgroup-parent "$PARENT")
+corral() { "${CR[@]}" "$@"; }
+
+RES_TP=() RES_COLD= RES_MEM=
+LIMITS_CPU= PAGE_S= PAGE_B=
+
+#######################################################################
+# Throughput and cold start
+if ((DO_TP || DO_COLD)); then
+  THOME=$(getent passwd "$TENANT" | cut -d: -f6)
+  TGROUP=$(id -gn "$TENANT")
+  [ -d "$THOME" ] || die "$TENANT's home $THOME does not exist (the default profile binds it)"
+  # The page, in the tenant's home (which the sandbox binds at the same path),
+  # removed at the end.
+  DOC=$(mktemp -d "$THOME/.corral-fpm-bench.XXXXXX")
+  echo '<?php echo "hello ", getmypid(), " ", gethostname(), "\n";' >"$DOC/hello.php"
+  chmod 755 "$DOC"
+  chmod 644 "$DOC/hello.php"
+  chown -R "$TENANT:$TGROUP" "$DOC"
+  # corral makes the tenant's /tmp dir when missing; remove it then.
+  tmpdir=/var/lib/corral/tmp/$TENANT
+  [ -e "$tmpdir" ] || MADE_TMP=$tmpdir
+  extra=
+  [ -n "$CPU_LIMIT" ] && extra=$(printf '[limits]\ncpu = "%s"\n' "$CPU_LIMIT")
+  tenant_file "$TENANT" with "$extra"
+  corral check --tenant "$TENANT" >/dev/null || die "corral check --tenant $TENANT failed"
+  cat >"$W/bare/php-fpm.conf" <<EOF
+[global]
+pid = $W/bare/php-fpm.pid
+error_log = $W/bare/php-fpm.log
+daemonize = no
+
+[www]
+user = $TENANT
+group = $TGROUP
+listen = $W/bare/php.sock
+listen.owner = root
+listen.group = www-data
+listen.mode = 0660
+$(pool_settings)
+EOF
+  PORT_S=$(free_port)
+  PORT_B=$(free_port)
+  while [ "$PORT_B" = "$PORT_S" ]; do PORT_B=$(free_port); done
+  cat >"$W/nginx/nginx.conf" <<EOF
+user www-data;
+worker_processes 1;
+pid $NGINX_PID;
+error_log $W/nginx/error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  server {
+    listen 127.0.0.1:$PORT_S;
+    root $DOC;
+    location ~ \.php\$ {
+      include /etc/nginx/fastcgi_params;
+      fastcgi_param SCRIPT_FILENAME \$document_root\$fastcgi_script_name;
+      fastcgi_pass unix:$W/sock/$TENANT.sock;
+    }
+  }
+  server {
+    listen 127.0.0.1:$PORT_B;
+    root $DOC;
+    location ~ \.php\$ {
+      include /etc/nginx/fastcgi_params;
+      fastcgi_param SCRIPT_FILENAME \$document_root\$fastcgi_script_name;
+      fastcgi_pass unix:$W/bare/php.sock;
+    }
+  }
+}
+EOF
+  nginx -t -q -c "$W/nginx/nginx.conf" -e "$W/nginx/error.log" || die "nginx -t failed"
+
+  setups=("unpinned - -")
+  (($(nproc) >= 2)) && setups+=("pinned 0 1")
+  ((DO_TP)) || setups=("unpinned - -")
+  WARM=$((REQUESTS / 5 < 200 ? 200 : REQUESTS / 5))
+  for s in "${setups[@]}"; do
+    read -r name scpu ccpu <<<"$s"
+    log "$name: nginx, bare php-fpm, sandbox of $TENANT (server CPU $scpu, client CPU $ccpu)"
+    start_nginx "$scpu"
+    start_bare "$scpu"
+    corral down "$TENANT" >/dev/null 2>&1 || true
+    on_cpu "$scpu" "${CR[@]}" up "$TENANT" >/dev/null
+    [ -S "$W/sock/$TENANT.sock" ] || die "corral up did not make $W/sock/$TENANT.sock"
+    st=$(svc_state "$TENANT")
+    [ "$st" = "waiting null" ] || die "$TENANT: service php is '$st' after up (expected 'waiting null')"
+    [ -n "$LIMITS_CPU" ] || LIMITS_CPU=$(corral limits show "$TENANT" | awk '$1 == "cpu" {print $2}')
+    # First requests: the sandbox's is a socket-activated start.
+    first=$(curl_ms "$PORT_S")
+    PAGE_S=$(curl -s -m 10 "http://127.0.0.1:$PORT_S/hello.php")
+    PAGE_B=$(curl -s -m 10 "http://127.0.0.1:$PORT_B/hello.php")
+    log "$name: first request to the sandbox ${first} ms; pages: sandbox '$PAGE_S', bare '$PAGE_B'"
+    [ "$(svc_state "$TENANT" | cut -d' ' -f1)" = running ] || die "$TENANT: service php not running after a request"
+    [[ $PAGE_S == "hello "* && $PAGE_B == "hello "* ]] || die "unexpected pages: '$PAGE_S' / '$PAGE_B'"
+    if ((DO_TP)); then
+      h2 "$PORT_S" "$ccpu" "$WARM" >/dev/null
+      h2 "$PORT_B" "$ccpu" "$WARM" >/dev/null
+      # What is pinned, as the kernel sees it (after the warm-up, with workers).
+      mapfile -t spids < <(sandbox_fpm_pids)
+      mapfile -t bpids < <(bare_fpm_pids)
+      ((${#spids[@]})) || die "no php-fpm process found in $TENANT's cgroup"
+      aff="sandbox fpm CPUs $(cpus_of "${spids[@]}") (${#spids[@]} procs), bare fpm CPUs $(cpus_of "${bpids[@]}") (${#bpids[@]} procs), nginx CPUs $(cpus_of "$(cat "$NGINX_PID")" $(pgrep -P "$(cat "$NGINX_PID")"))"
+      log "$name: $aff"
+      : >"$W/out/$name.s"
+      : >"$W/out/$name.b"
+      for i in $(seq "$ROUNDS"); do
+        if ((i % 2)); then order="s b"; else order="b s"; fi
+        for m in $order; do
+          if [ "$m" = s ]; then port=$PORT_S; else port=$PORT_B; fi
+          h2 "$port" "$ccpu" "$REQUESTS" >>"$W/out/$name.$m"
+        done
+        log "$name: round $i/$ROUNDS: sandbox $(tail -1 "$W/out/$name.s") req/s, bare $(tail -1 "$W/out/$name.b") req/s"
+      done
+      ms=$(median <"$W/out/$name.s")
+      mb=$(median <"$W/out/$name.b")
+      RES_TP+=("$name $ms $mb $(minmax <"$W/out/$name.s") $(minmax <"$W/out/$name.b") $(paste -sd, "$W/out/$name.s") $(paste -sd, "$W/out/$name.b")|$aff")
+    fi
+    if ((DO_COLD)) && [ "$name" = unpinned ]; then
+      : >"$W/out/cold"
+      : >"$W/out/warm.s"
+      : >"$W/out/warm.b"
+      for i in $(seq "$COLD"); do
+        corral service stop "$TENANT" php >/dev/null
+        wait_waiting "$TENANT"
+        sleep 0.2
+        curl_ms "$PORT_S" >>"$W/out/cold"
+        [ "$(svc_state "$TENANT" | cut -d' ' -f1)" = running ] || die "$TENANT: service php not running after a cold request"
+        curl_ms "$PORT_S" >>"$W/out/warm.s"
+        curl_ms "$PORT_B" >>"$W/out/warm.b"
+        log "cold $i/$COLD: $(tail -1 "$W/out/cold") ms (then warm $(tail -1 "$W/out/warm.s") ms, bare $(tail -1 "$W/out/warm.b") ms)"
+      done
+      RES_COLD="$(median <"$W/out/cold") $(minmax <"$W/out/cold" | cut -d' ' -f2) $(median <"$W/out/warm.s") $(minmax <"$W/out/warm.s" | cut -d' ' -f2) $(median <"$W/out/warm.b") $(minmax <"$W/out/warm.b" | cut -d' ' -f2)"
+    fi
+  done
+  stop_nginx
+  stop_bare
+  corral down "$TENANT" >/dev/null
+fi
+
+#######################################################################
+# Memory of idle tenants
+if ((DO_MEM)); then
+  K=$TENANTS N2=$((2 * TENANTS))
+  if ! getent group "$GROUP" >/dev/null; then groupadd "$GROUP"; MADE_GROUP=1; fi
+  if [ ! -d "$HOMES" ]; then mkdir -m 755 "$HOMES"; MADE_HOMES=1; fi
+  log "memory: $N2 users (useradd, about 60 ms each)"
+  WITH=() WITHOUT=()
+  for i in $(seq "$N2"); do
+    u=$(printf 'corral-f%05d' "$i")
+    h=$HOMES/$u
+    if old=$(getent passwd "$u"); then
+      # Left by a killed run: reused only when it is recognisably ours.
+      [ "$(cut -d: -f6 <<<"$old")" = "$h" ] || die "user $u exists with home $(cut -d: -f6 <<<"$old") (not $h): not this script's; remove it first"
+    else
+      useradd -M -N -l -g "$GROUP" -d "$h" -s /usr/sbin/nologin "$u"
+    fi
+    USERS+=("$u") # registered before its home: a failure still removes it
+    mkdir -p "$h"
+    chown "$u:$GROUP" "$h"
+    chmod 700 "$h"
+    tmp=$(printf '[tmp]\nkind = "disk"\ndir = "%s/tmp/$USER"\n' "$W")
+    if ((i <= K)); then WITH+=("$u"); tenant_file "$u" with "$tmp"; else WITHOUT+=("$u"); tenant_file "$u" without "$tmp"; fi
+    ((i % 100)) || log "memory: $i/$N2 users"
+  done
+  corral check --tenant "${WITH[0]}" >/dev/null && corral check --tenant "${WITHOUT[0]}" >/dev/null || die "corral check of the memory tenants failed"
+  up_set() { # NAME...: corral up, 100 at a time
+    local a=("$@") j
+    for ((j = 0; j < ${#a[@]}; j += 100)); do corral up "${a[@]:j:100}" >/dev/null; done
+  }
+  down_set() {
+    local a=("$@") j
+    for ((j = 0; j < ${#a[@]}; j += 100)); do corral down "${a[@]:j:100}" >/dev/null; done
+  }
+  log "memory: unmeasured pass (up and down of all $N2)"
+  up_set "${WITH[@]}" "${WITHOUT[@]}"
+  down_set "${WITH[@]}" "${WITHOUT[@]}"
+  # per pass and set: up_ms kernel tmpfs used pss rss (per tenant)
+  : >"$W/out/mem"
+  RESIDENT=0 FPM_PROCS=0 NOT_WAITING=0
+  for pass in 1 2; do
+    if ((pass == 1)); then order="without with"; else order="with without"; fi
+    sleep 2
+    cp /proc/meminfo "$W/out/m0"
+    k=0
+    for which in $order; do
+      if [ "$which" = with ]; then list=("${WITH[@]}"); else list=("${WITHOUT[@]}"); fi
+      t0=$(now_ms)
+      up_set "${list[@]}"
+      t1=$(now_ms)
+      sleep 2
+      cp /proc/meminfo "$W/out/m$((k + 1))"
+      printf '%s %s %s ' "$pass" "$which" "$(awk -v d=$((t1 - t0)) -v n="$K" 'BEGIN {printf "%.2f", d / n}')" >>"$W/out/mem"
+      awk -v n="$K" 'FNR == NR {a[$1] = $2; next} {b[$1] = $2} END {
+        split("SUnreclaim: SReclaimable: KernelStack: PageTables: Percpu:", f, " ")
+        kern = 0; for (i in f) { d = b[f[i]] - a[f[i]]; if (d > 0) kern += d }
+        tmp = b["Shmem:"] - a["Shmem:"]; if (tmp < 0) tmp = 0
+        used = (b["MemTotal:"] - b["MemAvailable:"]) - (a["MemTotal:"] - a["MemAvailable:"])
+        printf "%.1f %.1f %.1f", kern / n, tmp / n, used / n }' "$W/out/m$k" "$W/out/m$((k + 1))" >>"$W/out/mem"
+      echo >>"$W/out/mem"
+      k=$((k + 1))
+    done
+    # The inits' PSS/RSS, all 2K up (PSS shares depend on how many map a page).
+    corral ls --json | jq -r '.[] | "\(.tenant) \(.pid) \(.processes)"' >"$W/out/ls"
+    [ "$(wc -l <"$W/out/ls")" = "$N2" ] || die "corral ls lists $(wc -l <"$W/out/ls") tenants, expected $N2"
+    while read -r u pid procs; do
+      [ "$procs" = 1 ] || RESIDENT=$((RESIDENT + procs - 1))
+      which=without
+      ((10#${u#corral-f} <= K)) && which=with
+      awk -v s="$which" '/^Rss:/ {r = $2} /^Pss:/ {p = $2} END {print s, p, r}' "/proc/$pid/smaps_rollup"
+    done <"$W/out/ls" >"$W/out/pss.$pass"
+    n=$(pgrep -c -G "$GROUP" php-fpm || true)
+    FPM_PROCS=$((FPM_PROCS > n ? FPM_PROCS : n))
+    n=$(corral service ls "${WITH[@]}" --json | jq '[.[] | select(.state != "waiting" or .pid != null)] | length')
+    NOT_WAITING=$((NOT_WAITING + n))
+    n=$(corral service ls "${WITH[@]}" --json | jq 'length')
+    [ "$n" = "$K" ] || die "corral service ls lists $n services for $K tenants with one each"
+    for which in with without; do
+      awk -v s="$which" '$1 == s {p += $2; r += $3; n++} END {printf "%.1f %.1f\n", p / n, r / n}' "$W/out/pss.$pass" >"$W/out/pss.$pass.$which"
+    done
+    # append pss/rss to this pass's two lines
+    awk -v pw="$(cat "$W/out/pss.$pass.with")" -v po="$(cat "$W/out/pss.$pass.without")" -v p="$pass" \
+      '$1 == p {print $0, ($2 == "with" ? pw : po); next} {print}' "$W/out/mem" >"$W/out/mem.t"
+    mv "$W/out/mem.t" "$W/out/mem"
+    log "memory: pass $pass ($order): $(awk -v p="$pass" '$1 == p {printf "%s: up %s ms, kernel %s, tmpfs %s, used %s, init PSS %s KiB; ", $2, $3, $4, $5, $6, $7}' "$W/out/mem")"
+    log "memory: pass $pass: $(pgrep -c -G "$GROUP" || true) processes of the tenants' group, $RESIDENT besides the inits"
+    down_set "${WITH[@]}" "${WITHOUT[@]}"
+  done
+  # mean over the passes, per set: up_ms kernel tmpfs used pss rss total
+  for which in with without; do
+    awk -v s="$which" '$2 == s {for (i = 3; i <= 8; i++) a[i] += $i; n++}
+      END {for (i = 3; i <= 8; i++) a[i] /= n; printf "%.2f %.1f %.1f %.1f %.1f %.1f %.1f\n", a[3], a[4], a[5], a[6], a[7], a[8], a[7] + a[4] + a[5]}' \
+      "$W/out/mem" >"$W/out/mem.$which"
+  done
+  RES_MEM="$(cat "$W/out/mem.with") $(cat "$W/out/mem.without")"
+fi
+
+#######################################################################
+# Summary
+verdict() { awk -v v="$1" -v t="$2" -v op="$3" 'BEGIN {if (v == "nan") print "n/a"; else if ((op == "ge" && v >= t) || (op == "le" && v <= t)) print "met"; else print "MISSED"}'; }
+summary() {
+  echo "bench/fpm.sh: tenant $TENANT, pm $PM (max_children $CHILDREN), php-fpm $PHP_FPM, requests $REQUESTS, concurrency $CONC, rounds $ROUNDS, cold $COLD, tenants $TENANTS per set"
+  echo "corral $SRC_CORRAL ($("$C" --version 2>/dev/null)), $(nproc) CPUs, kernel $(uname -r), sandbox cpu limit ${LIMITS_CPU:-n/a}"
+  if ((${#RES_TP[@]})); then
+    echo
+    printf '%-9s %26s %26s %8s %s\n' "throughput" "sandbox req/s (min..max)" "bare req/s (min..max)" "ratio" "target >= 0.97"
+    for r in "${RES_TP[@]}"; do
+      read -r name ms mb smin smax bmin bmax _ _ <<<"${r%%|*}"
+      ratio=$(awk -v a="$ms" -v b="$mb" 'BEGIN {printf "%.3f", a / b}')
+      printf '%-9s %26s %26s %8s %s\n' "$name" "$(printf '%.0f (%.0f..%.0f)' "$ms" "$smin" "$smax")" \
+        "$(printf '%.0f (%.0f..%.0f)' "$mb" "$bmin" "$bmax")" "$ratio" "$(verdict "$ratio" 0.97 ge)"
+    done
+    for r in "${RES_TP[@]}"; do echo "  ${r%% *}: ${r#*|}"; done
+  fi
+  if [ -n "$RES_COLD" ]; then
+    read -r cmed cmax wmed wmax bmed bmax <<<"$RES_COLD"
+    echo
+    printf '%-26s %9s %9s %4s %s\n' "request time (ms)" median max n "target"
+    printf '%-26s %9.2f %9.2f %4d %s\n' "cold (socket activation)" "$cmed" "$cmax" "$COLD" "<= 150: $(verdict "$cmed" 150 le)"
+    printf '%-26s %9.2f %9.2f %4d\n' "warm, sandbox" "$wmed" "$wmax" "$COLD"
+    printf '%-26s %9.2f %9.2f %4d\n' "warm, bare" "$bmed" "$bmax" "$COLD"
+  fi
+  if [ -n "$RES_MEM" ]; then
+    read -r wu wk wt wused wp wr wtot ou ok ot oused op or otot <<<"$RES_MEM"
+    diff=$(awk -v a="$wtot" -v b="$otot" 'BEGIN {printf "%.1f", a - b}')
+    echo
+    echo "memory per idle tenant (KiB; $TENANTS tenants per set, mean of 2 passes; total = init PSS + kernel + tmpfs)"
+    printf '%-16s %8s %8s %8s %8s %8s %8s %10s\n' "" "up ms" "init PSS" "init RSS" kernel tmpfs total "used(avail)"
+    printf '%-16s %8.2f %8.1f %8.1f %8.1f %8.1f %8.1f %10.1f\n' "with service" "$wu" "$wp" "$wr" "$wk" "$wt" "$wtot" "$wused"
+    printf '%-16s %8.2f %8.1f %8.1f %8.1f %8.1f %8.1f %10.1f\n' "without" "$ou" "$op" "$or" "$ok" "$ot" "$otot" "$oused"
+    printf '%-16s %8s %8.1f %8.1f %8.1f %8.1f %8.1f %10.1f   target <= 50: %s\n' "difference" "" \
+      "$(awk -v a="$wp" -v b="$op" 'BEGIN {print a - b}')" "$(awk -v a="$wr" -v b="$or" 'BEGIN {print a - b}')" \
+      "$(awk -v a="$wk" -v b="$ok" 'BEGIN {print a - b}')" "$(awk -v a="$wt" -v b="$ot" 'BEGIN {print a - b}')" \
+      "$diff" "$(awk -v a="$wused" -v b="$oused" 'BEGIN {print a - b}')" "$(verdict "$diff" 50 le)"
+    echo "php-fpm processes of the idle tenants: $FPM_PROCS; services not waiting: $NOT_WAITING; processes besides the inits: $RESIDENT (target: 0: $( ((FPM_PROCS + NOT_WAITING + RESIDENT == 0)) && echo met || echo MISSED))"
+  fi
+}
+json() {
+  local tp='[]' cold=null mem=null r
+  for r in "${RES_TP[@]}"; do
+    read -r name ms mb _ _ _ _ sl bl <<<"${r%%|*}"
+    tp=$(jq -c --arg n "$name" --argjson ms "$ms" --argjson mb "$mb" --argjson s "[$sl]" --argjson b "[$bl]" --arg aff "${r#*|}" \
+      '. + [{setup: $n, sandbox_rps: $ms, bare_rps: $mb, ratio: ($ms / $mb), target: 0.97, met: ($ms / $mb >= 0.97), sandbox_rounds: $s, bare_rounds: $b, affinity: $aff}]' <<<"$tp")
+  done
+  if [ -n "$RES_COLD" ]; then
+    read -r cmed cmax wmed wmax bmed bmax <<<"$RES_COLD"
+    cold=$(jq -nc --argjson a "$cmed" --argjson b "$cmax" --argjson c "$wmed" --argjson d "$wmax" --argjson e "$bmed" --argjson f "$bmax" \
+      --argjson cs "[$(paste -sd, "$W/out/cold")]" \
+      '{cold_median_ms: $a, cold_max_ms: $b, warm_sandbox_median_ms: $c, warm_sandbox_max_ms: $d, warm_bare_median_ms: $e, warm_bare_max_ms: $f, cold_ms: $cs, target_ms: 150, met: ($a <= 150)}')
+  fi
+  if [ -n "$RES_MEM" ]; then
+    read -r wu wk wt wused wp wr wtot ou ok ot oused op or otot <<<"$RES_MEM"
+    mem=$(jq -nc --argjson v "[$wu,$wk,$wt,$wused,$wp,$wr,$wtot,$ou,$ok,$ot,$oused,$op,$or,$otot]" \
+      --argjson fpm "$FPM_PROCS" --argjson nw "$NOT_WAITING" --argjson res "$RESIDENT" \
+      'def s($o): {up_ms: $v[$o], kernel_kib: $v[$o+1], tmpfs_kib: $v[$o+2], used_kib: $v[$o+3], init_pss_kib: $v[$o+4], init_rss_kib: $v[$o+5], total_kib: $v[$o+6]};
+       {with_service: s(0), without: s(7), difference_kib: ($v[6] - $v[13]), target_kib: 50, met: ($v[6] - $v[13] <= 50),
+        fpm_processes: $fpm, services_not_waiting: $nw, processes_besides_inits: $res}')
+  fi
+  jq -n --argjson tp "$tp" --argjson cold "$cold" --argjson mem "$mem" \
+    --arg tenant "$TENANT" --arg pm "$PM" --argjson children "$CHILDREN" --argjson requests "$REQUESTS" \
+    --argjson conc "$CONC" --argjson rounds "$ROUNDS" --argjson ncold "$COLD" --argjson tenants "$TENANTS" \
+    --arg corral "$SRC_CORRAL" --arg php_fpm "$PHP_FPM" --arg cpu "${LIMITS_CPU:-}" \
+    '{params: {tenant: $tenant, pm: $pm, max_children: $children, requests: $requests, concurrency: $conc, rounds: $rounds, cold: $ncold, tenants: $tenants, corral: $corral, php_fpm: $php_fpm, sandbox_cpu_limit: $cpu},
+      throughput: $tp, cold_start: $cold, memory: $mem}'
+}
+if ((JSON)); then
+  summary >&2
+  json
+else
+  echo
+  summary
+fi
