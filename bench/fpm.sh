@@ -16,15 +16,16 @@
 #   cold start  the first request after the service went idle: `corral
 #               service stop`, wait until `corral service status` says
 #               "waiting" with no pid, then one curl through nginx
-#               (time_total); each cold request is followed by a warm one to
-#               the sandbox and one to the bare pool. Median and max ms;
-#               target: cold median <= 150 ms.
+#               (time_total), R times. For comparison, R warm requests to
+#               the sandbox's and the bare pool (both warmed up, interleaved).
+#               Median and max ms; target: cold median <= 150 ms.
 #   memory      K tenants whose profile declares the FPM service (never
 #               started: no request reaches them) and K with the same profile
 #               minus [services.php], all idle; per tenant, KiB: the init's
 #               PSS (/proc/PID/smaps_rollup), the kernel's share (delta of
-#               SUnreclaim + SReclaimable + KernelStack + PageTables + Percpu),
-#               tmpfs (delta Shmem), and delta (MemTotal - MemAvailable) for
+#               SUnreclaim + SReclaimable + KernelStack + PageTables + Percpu;
+#               "unrecl": the same without SReclaimable, which other work on
+#               the machine moves most), tmpfs (delta Shmem), and delta (MemTotal - MemAvailable) for
 #               comparison (noisy on a shared machine). One unmeasured pass
 #               first (first use of the users' homes, tmp dirs, dentries),
 #               then two passes in opposite orders (without, with; with,
@@ -45,6 +46,8 @@
 #   --tenant USER     the tenant of the throughput and cold tests (default corral-t3)
 #   --cpu-limit V     [limits] cpu of that tenant, e.g. "200%" or "max"
 #                     (default: its plan's; 100% = one CPU)
+#   --profile-extra T TOML lines added to that tenant's override file, for
+#                     experiments, e.g. $'[seccomp]\nenabled = false'
 #   --only LIST       comma-separated subset of throughput,cold,memory
 #   --quick           small counts: 2 rounds, 500 requests, 3 cold, 20 tenants
 #                     (explicit options still win)
@@ -61,6 +64,7 @@
 # creates (users, group, homes, the page in the tenant's home, directories) is
 # removed on exit, also on failure or Ctrl-C.
 set -euo pipefail
+# shellcheck source=../scripts/lib.sh source-path=SCRIPTDIR
 source "$(dirname "$0")/../scripts/lib.sh"
 need_root
 
@@ -68,8 +72,8 @@ usage() { sed -n '/^# Usage:/,/^#   --json/p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "fpm.sh: $*" >&2; exit 1; }
 log() { echo "fpm: $*" >&2; }
 
-ROUNDS= REQUESTS= COLD= TENANTS= CONC=10 PM=ondemand CHILDREN=4 TENANT=corral-t3
-CPU_LIMIT= ONLY=throughput,cold,memory QUICK=0 JSON=0 CORRAL_ARG=
+ROUNDS='' REQUESTS='' COLD='' TENANTS='' CONC=10 PM=ondemand CHILDREN=4 TENANT=corral-t3
+CPU_LIMIT='' EXTRA='' ONLY=throughput,cold,memory QUICK=0 JSON=0 CORRAL_ARG=
 while (($#)); do
   case $1 in
     --rounds) ROUNDS=${2:?}; shift ;;
@@ -81,6 +85,7 @@ while (($#)); do
     --children) CHILDREN=${2:?}; shift ;;
     --tenant) TENANT=${2:?}; shift ;;
     --cpu-limit) CPU_LIMIT=${2:?}; shift ;;
+    --profile-extra) EXTRA=${2:?}; shift ;;
     --only) ONLY=${2:?}; shift ;;
     --corral) CORRAL_ARG=${2:?}; shift ;;
     --quick) QUICK=1 ;;
@@ -94,7 +99,9 @@ if ((QUICK)); then
   ROUNDS=${ROUNDS:-2} REQUESTS=${REQUESTS:-500} COLD=${COLD:-3} TENANTS=${TENANTS:-20}
 fi
 ROUNDS=${ROUNDS:-5} REQUESTS=${REQUESTS:-3000} COLD=${COLD:-10} TENANTS=${TENANTS:-50}
-int() { [[ $2 =~ ^[0-9]+$ ]] && (($2 >= $3 && $2 <= $4)) || die "$1: expected $3..$4, got '$2'"; }
+int() {
+  if ! [[ $2 =~ ^[0-9]+$ ]] || (($2 < $3 || $2 > $4)); then die "$1: expected $3..$4, got '$2'"; fi
+}
 int --rounds "$ROUNDS" 1 1000
 int --requests "$REQUESTS" 10 10000000
 int --concurrency "$CONC" 1 1000
@@ -114,7 +121,7 @@ done
 
 PHP_FPM=${PHP_FPM:-}
 if [ -z "$PHP_FPM" ]; then
-  PHP_FPM=$(command -v php-fpm 2>/dev/null || ls /usr/sbin/php-fpm[0-9]* 2>/dev/null | sort -V | tail -1 || true)
+  PHP_FPM=$(command -v php-fpm 2>/dev/null || printf '%s\n' /usr/sbin/php-fpm[0-9]* | sort -V | tail -1)
 fi
 missing=()
 for t in nginx:nginx-light h2load:nghttp2-client curl:curl jq:jq taskset:util-linux \
@@ -268,11 +275,24 @@ cpus_of() {
   local p
   for p in "$@"; do awk '/^Cpus_allowed_list/ {print $2}' "/proc/$p/status" 2>/dev/null || true; done | sort -u | paste -sd, -
 }
+# CFS throttling of the tenant's cgroup so far (its CPU limit at work):
+# "N periods, T ms" (v1 cpu.stat: nr_throttled, throttled_time ns; v2:
+# nr_throttled, throttled_usec).
+throttled() {
+  local f
+  for f in /sys/fs/cgroup/"$PARENT/$TENANT"/cpu.stat /sys/fs/cgroup/cpu/"$PARENT/$TENANT"/cpu.stat /sys/fs/cgroup/cpu,cpuacct/"$PARENT/$TENANT"/cpu.stat; do
+    [ -r "$f" ] || continue
+    awk '$1 == "nr_throttled" {n = $2} $1 == "throttled_time" {t = $2 / 1e6} $1 == "throttled_usec" {t = $2 / 1e3}
+      END {printf "%d periods, %.0f ms\n", n, t}' "$f"
+    return 0
+  done
+}
 bare_fpm_pids() { echo "$BARE_PID"; pgrep -P "$BARE_PID" || true; }
 
 # One h2load run: req/s (fails on any failed request).
 h2() { # PORT CPU|- N
   local out ok two
+  # shellcheck disable=SC2016 # the inner script's own $1 and $@
   out=$(timeout 600 bash -c 'c=$1; shift; if [ "$c" = - ]; then exec "$@"; else exec taskset -c "$c" "$@"; fi' _ \
     "$2" h2load --h1 -n "$3" -c "$CONC" "http://127.0.0.1:$1/hello.php" 2>&1) || { echo "$out" >&2; die "h2load on port $1 failed"; }
   ok=$(awk '/^requests:/ {print $8}' <<<"$out")
@@ -297,7 +317,7 @@ C=$W/bin/corral
 STATE=$W/state CONF=$W/config PARENT=corral/fpm-bench-$$
 HOMES=$BASE/home GROUP=corral-fpmbench
 NGINX_PID=$W/nginx/nginx.pid
-BARE_PID= DOC= MADE_TMP= MADE_GROUP=0 MADE_HOMES=0
+BARE_PID='' DOC='' MADE_TMP='' MADE_GROUP=0 MADE_HOMES=0
 USERS=() # memory-test users to remove
 cleanup() {
   local rc=$? p
@@ -334,8 +354,7 @@ export CORRAL_INIT=$W/bin/corral-init
 CR=("$C" --state-dir "$STATE" --config-dir "$CONF" --cgroup-parent "$PARENT")
 corral() { "${CR[@]}" "$@"; }
 
-RES_TP=() RES_COLD= RES_MEM=
-LIMITS_CPU= PAGE_S= PAGE_B=
+RES_TP=() RES_COLD='' RES_MEM='' LIMITS_CPU='' PAGE_S='' PAGE_B=
 
 #######################################################################
 # Throughput and cold start
@@ -346,7 +365,7 @@ if ((DO_TP || DO_COLD)); then
   # The page, in the tenant's home (which the sandbox binds at the same path),
   # removed at the end.
   DOC=$(mktemp -d "$THOME/.corral-fpm-bench.XXXXXX")
-  echo '<?php echo "hello ", getmypid(), " ", gethostname(), "\n";' >"$DOC/hello.php"
+  printf '%s\n' '<?php echo "hello ", getmypid(), " ", gethostname(), "\n";' >"$DOC/hello.php"
   chmod 755 "$DOC"
   chmod 644 "$DOC/hello.php"
   chown -R "$TENANT:$TGROUP" "$DOC"
@@ -355,6 +374,7 @@ if ((DO_TP || DO_COLD)); then
   [ -e "$tmpdir" ] || MADE_TMP=$tmpdir
   extra=
   [ -n "$CPU_LIMIT" ] && extra=$(printf '[limits]\ncpu = "%s"\n' "$CPU_LIMIT")
+  [ -n "$EXTRA" ] && extra=$(printf '%s\n%s\n' "$extra" "$EXTRA")
   tenant_file "$TENANT" with "$extra"
   corral check --tenant "$TENANT" >/dev/null || die "corral check --tenant $TENANT failed"
   cat >"$W/bare/php-fpm.conf" <<EOF
@@ -446,6 +466,8 @@ EOF
         done
         log "$name: round $i/$ROUNDS: sandbox $(tail -1 "$W/out/$name.s") req/s, bare $(tail -1 "$W/out/$name.b") req/s"
       done
+      thr=$(throttled)
+      [ -n "$thr" ] && aff="$aff; sandbox cgroup CPU throttling since up: $thr"
       ms=$(median <"$W/out/$name.s")
       mb=$(median <"$W/out/$name.b")
       RES_TP+=("$name $ms $mb $(minmax <"$W/out/$name.s") $(minmax <"$W/out/$name.b") $(paste -sd, "$W/out/$name.s") $(paste -sd, "$W/out/$name.b")|$aff")
@@ -460,9 +482,16 @@ EOF
         sleep 0.2
         curl_ms "$PORT_S" >>"$W/out/cold"
         [ "$(svc_state "$TENANT" | cut -d' ' -f1)" = running ] || die "$TENANT: service php not running after a cold request"
+        log "cold $i/$COLD: $(tail -1 "$W/out/cold") ms"
+      done
+      # Warm: the same single request to a running pool, both sides warmed
+      # up first (right after a cold start PHP-FPM ondemand forks again for
+      # the next request: its idle count is only updated once a second).
+      h2 "$PORT_S" - "$WARM" >/dev/null
+      h2 "$PORT_B" - "$WARM" >/dev/null
+      for i in $(seq "$COLD"); do
         curl_ms "$PORT_S" >>"$W/out/warm.s"
         curl_ms "$PORT_B" >>"$W/out/warm.b"
-        log "cold $i/$COLD: $(tail -1 "$W/out/cold") ms (then warm $(tail -1 "$W/out/warm.s") ms, bare $(tail -1 "$W/out/warm.b") ms)"
       done
       RES_COLD="$(median <"$W/out/cold") $(minmax <"$W/out/cold" | cut -d' ' -f2) $(median <"$W/out/warm.s") $(minmax <"$W/out/warm.s" | cut -d' ' -f2) $(median <"$W/out/warm.b") $(minmax <"$W/out/warm.b" | cut -d' ' -f2)"
     fi
@@ -493,11 +522,14 @@ if ((DO_MEM)); then
     mkdir -p "$h"
     chown "$u:$GROUP" "$h"
     chmod 700 "$h"
+    # shellcheck disable=SC2016 # $USER is corral's profile variable
     tmp=$(printf '[tmp]\nkind = "disk"\ndir = "%s/tmp/$USER"\n' "$W")
     if ((i <= K)); then WITH+=("$u"); tenant_file "$u" with "$tmp"; else WITHOUT+=("$u"); tenant_file "$u" without "$tmp"; fi
     ((i % 100)) || log "memory: $i/$N2 users"
   done
-  corral check --tenant "${WITH[0]}" >/dev/null && corral check --tenant "${WITHOUT[0]}" >/dev/null || die "corral check of the memory tenants failed"
+  for u in "${WITH[0]}" "${WITHOUT[0]}"; do
+    corral check --tenant "$u" >/dev/null || die "corral check --tenant $u failed"
+  done
   up_set() { # NAME...: corral up, 100 at a time
     local a=("$@") j
     for ((j = 0; j < ${#a[@]}; j += 100)); do corral up "${a[@]:j:100}" >/dev/null; done
@@ -509,32 +541,31 @@ if ((DO_MEM)); then
   log "memory: unmeasured pass (up and down of all $N2)"
   up_set "${WITH[@]}" "${WITHOUT[@]}"
   down_set "${WITH[@]}" "${WITHOUT[@]}"
-  # per pass and set: up_ms kernel tmpfs used pss rss (per tenant)
+  # One line per pass and set, per tenant: pass set up_ms kernel unreclaimable tmpfs used pss rss
   : >"$W/out/mem"
   RESIDENT=0 FPM_PROCS=0 NOT_WAITING=0
   for pass in 1 2; do
     if ((pass == 1)); then order="without with"; else order="with without"; fi
     sleep 2
-    cp /proc/meminfo "$W/out/m0"
-    k=0
+    cp /proc/meminfo "$W/out/m.before"
     for which in $order; do
       if [ "$which" = with ]; then list=("${WITH[@]}"); else list=("${WITHOUT[@]}"); fi
       t0=$(now_ms)
       up_set "${list[@]}"
       t1=$(now_ms)
-      sleep 2
-      cp /proc/meminfo "$W/out/m$((k + 1))"
-      printf '%s %s %s ' "$pass" "$which" "$(awk -v d=$((t1 - t0)) -v n="$K" 'BEGIN {printf "%.2f", d / n}')" >>"$W/out/mem"
-      awk -v n="$K" 'FNR == NR {a[$1] = $2; next} {b[$1] = $2} END {
+      sleep 2 # let the per-CPU counters of /proc/meminfo settle
+      cp /proc/meminfo "$W/out/m.after"
+      awk -v n="$K" -v d=$((t1 - t0)) 'FNR == NR {a[$1] = $2; next} {b[$1] = $2} END {
         split("SUnreclaim: SReclaimable: KernelStack: PageTables: Percpu:", f, " ")
-        kern = 0; for (i in f) { d = b[f[i]] - a[f[i]]; if (d > 0) kern += d }
+        kern = 0; unrecl = 0
+        for (i in f) { x = b[f[i]] - a[f[i]]; if (x > 0) { kern += x; if (f[i] != "SReclaimable:") unrecl += x } }
         tmp = b["Shmem:"] - a["Shmem:"]; if (tmp < 0) tmp = 0
         used = (b["MemTotal:"] - b["MemAvailable:"]) - (a["MemTotal:"] - a["MemAvailable:"])
-        printf "%.1f %.1f %.1f", kern / n, tmp / n, used / n }' "$W/out/m$k" "$W/out/m$((k + 1))" >>"$W/out/mem"
-      echo >>"$W/out/mem"
-      k=$((k + 1))
+        printf "%.2f %.1f %.1f %.1f %.1f\n", d / n, kern / n, unrecl / n, tmp / n, used / n }' \
+        "$W/out/m.before" "$W/out/m.after" >"$W/out/delta.$which"
+      mv "$W/out/m.after" "$W/out/m.before"
     done
-    # The inits' PSS/RSS, all 2K up (PSS shares depend on how many map a page).
+    # The inits' PSS and RSS, all 2K up (a PSS depends on how many map a page).
     corral ls --json | jq -r '.[] | "\(.tenant) \(.pid) \(.processes)"' >"$W/out/ls"
     [ "$(wc -l <"$W/out/ls")" = "$N2" ] || die "corral ls lists $(wc -l <"$W/out/ls") tenants, expected $N2"
     while read -r u pid procs; do
@@ -542,28 +573,25 @@ if ((DO_MEM)); then
       which=without
       ((10#${u#corral-f} <= K)) && which=with
       awk -v s="$which" '/^Rss:/ {r = $2} /^Pss:/ {p = $2} END {print s, p, r}' "/proc/$pid/smaps_rollup"
-    done <"$W/out/ls" >"$W/out/pss.$pass"
+    done <"$W/out/ls" >"$W/out/pss"
+    for which in with without; do
+      echo "$pass $which $(cat "$W/out/delta.$which") $(awk -v s="$which" '$1 == s {p += $2; r += $3; n++} END {printf "%.1f %.1f", p / n, r / n}' "$W/out/pss")" >>"$W/out/mem"
+    done
+    # Nothing of the tenants runs but their inits.
     n=$(pgrep -c -G "$GROUP" php-fpm || true)
     FPM_PROCS=$((FPM_PROCS > n ? FPM_PROCS : n))
-    n=$(corral service ls "${WITH[@]}" --json | jq '[.[] | select(.state != "waiting" or .pid != null)] | length')
+    corral service ls "${WITH[@]}" --json >"$W/out/svc"
+    [ "$(jq length "$W/out/svc")" = "$K" ] || die "corral service ls lists $(jq length "$W/out/svc") services for $K tenants with one each"
+    n=$(jq '[.[] | select(.state != "waiting" or .pid != null)] | length' "$W/out/svc")
     NOT_WAITING=$((NOT_WAITING + n))
-    n=$(corral service ls "${WITH[@]}" --json | jq 'length')
-    [ "$n" = "$K" ] || die "corral service ls lists $n services for $K tenants with one each"
-    for which in with without; do
-      awk -v s="$which" '$1 == s {p += $2; r += $3; n++} END {printf "%.1f %.1f\n", p / n, r / n}' "$W/out/pss.$pass" >"$W/out/pss.$pass.$which"
-    done
-    # append pss/rss to this pass's two lines
-    awk -v pw="$(cat "$W/out/pss.$pass.with")" -v po="$(cat "$W/out/pss.$pass.without")" -v p="$pass" \
-      '$1 == p {print $0, ($2 == "with" ? pw : po); next} {print}' "$W/out/mem" >"$W/out/mem.t"
-    mv "$W/out/mem.t" "$W/out/mem"
-    log "memory: pass $pass ($order): $(awk -v p="$pass" '$1 == p {printf "%s: up %s ms, kernel %s, tmpfs %s, used %s, init PSS %s KiB; ", $2, $3, $4, $5, $6, $7}' "$W/out/mem")"
-    log "memory: pass $pass: $(pgrep -c -G "$GROUP" || true) processes of the tenants' group, $RESIDENT besides the inits"
+    log "memory: pass $pass ($order), per tenant: $(awk -v p="$pass" '$1 == p {printf "%s: up %s ms, kernel %s KiB (unreclaimable %s), tmpfs %s, used %s, init PSS %s; ", $2, $3, $4, $5, $6, $7, $8}' "$W/out/mem")"
+    log "memory: pass $pass: $(pgrep -c -G "$GROUP" || true) processes with the tenants' group, $RESIDENT besides the inits, $n services not waiting"
     down_set "${WITH[@]}" "${WITHOUT[@]}"
   done
-  # mean over the passes, per set: up_ms kernel tmpfs used pss rss total
+  # Means over the passes, per set: up_ms kernel unreclaimable tmpfs used pss rss total
   for which in with without; do
-    awk -v s="$which" '$2 == s {for (i = 3; i <= 8; i++) a[i] += $i; n++}
-      END {for (i = 3; i <= 8; i++) a[i] /= n; printf "%.2f %.1f %.1f %.1f %.1f %.1f %.1f\n", a[3], a[4], a[5], a[6], a[7], a[8], a[7] + a[4] + a[5]}' \
+    awk -v s="$which" '$2 == s {for (i = 3; i <= 9; i++) a[i] += $i; n++}
+      END {for (i = 3; i <= 9; i++) a[i] /= n; printf "%.2f %.1f %.1f %.1f %.1f %.1f %.1f %.1f\n", a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[8] + a[4] + a[6]}' \
       "$W/out/mem" >"$W/out/mem.$which"
   done
   RES_MEM="$(cat "$W/out/mem.with") $(cat "$W/out/mem.without")"
@@ -575,6 +603,7 @@ verdict() { awk -v v="$1" -v t="$2" -v op="$3" 'BEGIN {if (v == "nan") print "n/
 summary() {
   echo "bench/fpm.sh: tenant $TENANT, pm $PM (max_children $CHILDREN), php-fpm $PHP_FPM, requests $REQUESTS, concurrency $CONC, rounds $ROUNDS, cold $COLD, tenants $TENANTS per set"
   echo "corral $SRC_CORRAL ($("$C" --version 2>/dev/null)), $(nproc) CPUs, kernel $(uname -r), sandbox cpu limit ${LIMITS_CPU:-n/a}"
+  [ -z "$EXTRA" ] || echo "added to $TENANT's override: $(tr '\n' ' ' <<<"$EXTRA")"
   if ((${#RES_TP[@]})); then
     echo
     printf '%-9s %26s %26s %8s %s\n' "throughput" "sandbox req/s (min..max)" "bare req/s (min..max)" "ratio" "target >= 0.97"
@@ -595,17 +624,16 @@ summary() {
     printf '%-26s %9.2f %9.2f %4d\n' "warm, bare" "$bmed" "$bmax" "$COLD"
   fi
   if [ -n "$RES_MEM" ]; then
-    read -r wu wk wt wused wp wr wtot ou ok ot oused op or otot <<<"$RES_MEM"
-    diff=$(awk -v a="$wtot" -v b="$otot" 'BEGIN {printf "%.1f", a - b}')
+    read -r -a v <<<"$RES_MEM" # with: 0..7, without: 8..15 (up kernel unrecl tmpfs used pss rss total)
+    diff=$(awk -v a="${v[7]}" -v b="${v[15]}" 'BEGIN {printf "%.1f", a - b}')
     echo
     echo "memory per idle tenant (KiB; $TENANTS tenants per set, mean of 2 passes; total = init PSS + kernel + tmpfs)"
-    printf '%-16s %8s %8s %8s %8s %8s %8s %10s\n' "" "up ms" "init PSS" "init RSS" kernel tmpfs total "used(avail)"
-    printf '%-16s %8.2f %8.1f %8.1f %8.1f %8.1f %8.1f %10.1f\n' "with service" "$wu" "$wp" "$wr" "$wk" "$wt" "$wtot" "$wused"
-    printf '%-16s %8.2f %8.1f %8.1f %8.1f %8.1f %8.1f %10.1f\n' "without" "$ou" "$op" "$or" "$ok" "$ot" "$otot" "$oused"
-    printf '%-16s %8s %8.1f %8.1f %8.1f %8.1f %8.1f %10.1f   target <= 50: %s\n' "difference" "" \
-      "$(awk -v a="$wp" -v b="$op" 'BEGIN {print a - b}')" "$(awk -v a="$wr" -v b="$or" 'BEGIN {print a - b}')" \
-      "$(awk -v a="$wk" -v b="$ok" 'BEGIN {print a - b}')" "$(awk -v a="$wt" -v b="$ot" 'BEGIN {print a - b}')" \
-      "$diff" "$(awk -v a="$wused" -v b="$oused" 'BEGIN {print a - b}')" "$(verdict "$diff" 50 le)"
+    printf '%-14s %7s %8s %8s %8s %8s %7s %8s %11s\n' "" "up ms" "init PSS" "init RSS" kernel "(unrecl)" tmpfs total "used(avail)"
+    row() { printf '%-14s %7s %8.1f %8.1f %8.1f %8.1f %7.1f %8.1f %11.1f %s\n' "$@"; }
+    row "with service" "${v[0]}" "${v[5]}" "${v[6]}" "${v[1]}" "${v[2]}" "${v[3]}" "${v[7]}" "${v[4]}" ""
+    row "without" "${v[8]}" "${v[13]}" "${v[14]}" "${v[9]}" "${v[10]}" "${v[11]}" "${v[15]}" "${v[12]}" ""
+    d() { awk -v a="${v[$1]}" -v b="${v[$(($1 + 8))]}" 'BEGIN {printf "%.2f", a - b}'; }
+    row "difference" "$(d 0)" "$(d 5)" "$(d 6)" "$(d 1)" "$(d 2)" "$(d 3)" "$diff" "$(d 4)" "  target <= 50: $(verdict "$diff" 50 le)"
     echo "php-fpm processes of the idle tenants: $FPM_PROCS; services not waiting: $NOT_WAITING; processes besides the inits: $RESIDENT (target: 0: $( ((FPM_PROCS + NOT_WAITING + RESIDENT == 0)) && echo met || echo MISSED))"
   fi
 }
@@ -614,7 +642,7 @@ json() {
   for r in "${RES_TP[@]}"; do
     read -r name ms mb _ _ _ _ sl bl <<<"${r%%|*}"
     tp=$(jq -c --arg n "$name" --argjson ms "$ms" --argjson mb "$mb" --argjson s "[$sl]" --argjson b "[$bl]" --arg aff "${r#*|}" \
-      '. + [{setup: $n, sandbox_rps: $ms, bare_rps: $mb, ratio: ($ms / $mb), target: 0.97, met: ($ms / $mb >= 0.97), sandbox_rounds: $s, bare_rounds: $b, affinity: $aff}]' <<<"$tp")
+      '. + [{setup: $n, sandbox_rps: $ms, bare_rps: $mb, ratio: ($ms / $mb * 1000 | round / 1000), target: 0.97, met: ($ms / $mb >= 0.97), sandbox_rounds: $s, bare_rounds: $b, affinity: $aff}]' <<<"$tp")
   done
   if [ -n "$RES_COLD" ]; then
     read -r cmed cmax wmed wmax bmed bmax <<<"$RES_COLD"
@@ -623,18 +651,17 @@ json() {
       '{cold_median_ms: $a, cold_max_ms: $b, warm_sandbox_median_ms: $c, warm_sandbox_max_ms: $d, warm_bare_median_ms: $e, warm_bare_max_ms: $f, cold_ms: $cs, target_ms: 150, met: ($a <= 150)}')
   fi
   if [ -n "$RES_MEM" ]; then
-    read -r wu wk wt wused wp wr wtot ou ok ot oused op or otot <<<"$RES_MEM"
-    mem=$(jq -nc --argjson v "[$wu,$wk,$wt,$wused,$wp,$wr,$wtot,$ou,$ok,$ot,$oused,$op,$or,$otot]" \
+    mem=$(jq -nc --argjson v "[$(tr ' ' , <<<"$RES_MEM")]" \
       --argjson fpm "$FPM_PROCS" --argjson nw "$NOT_WAITING" --argjson res "$RESIDENT" \
-      'def s($o): {up_ms: $v[$o], kernel_kib: $v[$o+1], tmpfs_kib: $v[$o+2], used_kib: $v[$o+3], init_pss_kib: $v[$o+4], init_rss_kib: $v[$o+5], total_kib: $v[$o+6]};
-       {with_service: s(0), without: s(7), difference_kib: ($v[6] - $v[13]), target_kib: 50, met: ($v[6] - $v[13] <= 50),
+      'def s($o): {up_ms: $v[$o], kernel_kib: $v[$o+1], kernel_unreclaimable_kib: $v[$o+2], tmpfs_kib: $v[$o+3], used_kib: $v[$o+4], init_pss_kib: $v[$o+5], init_rss_kib: $v[$o+6], total_kib: $v[$o+7]};
+       {tenants_per_set: '"$TENANTS"', with_service: s(0), without: s(8), difference_kib: (($v[7] - $v[15]) * 10 | round / 10), target_kib: 50, met: ($v[7] - $v[15] <= 50),
         fpm_processes: $fpm, services_not_waiting: $nw, processes_besides_inits: $res}')
   fi
   jq -n --argjson tp "$tp" --argjson cold "$cold" --argjson mem "$mem" \
     --arg tenant "$TENANT" --arg pm "$PM" --argjson children "$CHILDREN" --argjson requests "$REQUESTS" \
     --argjson conc "$CONC" --argjson rounds "$ROUNDS" --argjson ncold "$COLD" --argjson tenants "$TENANTS" \
-    --arg corral "$SRC_CORRAL" --arg php_fpm "$PHP_FPM" --arg cpu "${LIMITS_CPU:-}" \
-    '{params: {tenant: $tenant, pm: $pm, max_children: $children, requests: $requests, concurrency: $conc, rounds: $rounds, cold: $ncold, tenants: $tenants, corral: $corral, php_fpm: $php_fpm, sandbox_cpu_limit: $cpu},
+    --arg corral "$SRC_CORRAL" --arg php_fpm "$PHP_FPM" --arg cpu "${LIMITS_CPU:-}" --arg extra "$EXTRA" \
+    '{params: {tenant: $tenant, pm: $pm, max_children: $children, requests: $requests, concurrency: $conc, rounds: $rounds, cold: $ncold, tenants: $tenants, corral: $corral, php_fpm: $php_fpm, sandbox_cpu_limit: $cpu, profile_extra: $extra},
       throughput: $tp, cold_start: $cold, memory: $mem}'
 }
 if ((JSON)); then

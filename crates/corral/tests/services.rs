@@ -139,8 +139,16 @@ impl Nginx {
 
 impl Drop for Nginx {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // SIGQUIT: the master takes its workers down with it (SIGKILL
+        // would orphan them); SIGKILL only if it is still there after 5 s.
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGQUIT);
+        if !wait_until(Duration::from_secs(5), || {
+            self.child.try_wait().ok().flatten().is_some()
+        }) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 
