@@ -356,6 +356,12 @@ idle_timeout = 0
 restart = "never"
 log = "{run}/log/$USER/echo.log"
 
+[services.broken]
+command = ["/bin/sh", "-c", "exit 1"]
+listen = "{run}/broken.sock"
+restart = "never"
+log = "{run}/log/$USER/broken.log"
+
 [services.missing]
 command = ["no-such-program-here"]
 start = "at-up"
@@ -382,8 +388,18 @@ log = "{run}/log/$USER/missing.log"
     env.ok(&["service", "restart", T2, "app"]);
     let pid3 = status(&env, T2, "app")["pid"].as_i64().unwrap();
     assert!(pid1 != pid2 && pid2 != pid3, "{pid1} {pid2} {pid3}");
-    let log = std::fs::read_to_string(&app_log).unwrap();
-    assert!(log.matches("Z app says hello").count() >= 3, "{log}");
+    // Each run's line, timestamped (the init writes it when it reads it).
+    let hellos = || {
+        std::fs::read_to_string(&app_log)
+            .unwrap_or_default()
+            .matches("Z app says hello")
+            .count()
+    };
+    assert!(
+        wait_until(Duration::from_secs(5), || hellos() >= 3),
+        "{}",
+        std::fs::read_to_string(&app_log).unwrap_or_default()
+    );
 
     // on-failure (the default) restarts a failing program, with back-off.
     env.ok(&["service", "start", T2, "flaky"]);
@@ -413,6 +429,14 @@ log = "{run}/log/$USER/missing.log"
         format!("1 True echo {}=3", run.0.join("echo.sock").display())
     );
 
+    // An on-demand program that fails at once, not restarted, with a
+    // connection waiting: started again by that connection, but after a
+    // back-off each time, not in a tight loop.
+    let _waiting = std::os::unix::net::UnixStream::connect(run.0.join("broken.sock")).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let starts = status(&env, T2, "broken")["starts"].as_u64().unwrap();
+    assert!((2..=6).contains(&starts), "{starts} starts in 1.5 s");
+
     // A program that is not there: the start fails, says why, exits non-zero.
     let o = env.run(&["service", "start", T2, "missing"]);
     assert!(!o.status.success());
@@ -424,13 +448,13 @@ log = "{run}/log/$USER/missing.log"
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("no service \"nosuch\"") && err.contains("app, flaky, echo, missing"),
+        err.contains("no service \"nosuch\"") && err.contains("app, flaky, echo, broken, missing"),
         "{err}"
     );
 
     // ls lists every service of every running tenant.
     let ls = env.ok(&["service", "ls"]);
-    for name in ["app", "flaky", "echo", "missing"] {
+    for name in ["app", "flaky", "echo", "broken", "missing"] {
         assert!(
             ls.lines().any(|l| l.starts_with(T2) && l.contains(name)),
             "{ls}"

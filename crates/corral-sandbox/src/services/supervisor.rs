@@ -241,6 +241,12 @@ impl Supervisor {
             }
             self.services[i].deadline = None;
             match self.services[i].state {
+                // After a failed run that is not restarted (an on-demand
+                // service with `restart = "never"`...), back to waiting:
+                // a connection still queued starts it then, not at once
+                // (a program that fails at once would otherwise be
+                // respawned in a tight loop).
+                State::BackOff if self.services[i].then == Then::Rest => self.services[i].rest(),
                 State::BackOff => self.start(i, sp),
                 State::Stopping => {
                     let s = &mut self.services[i];
@@ -313,6 +319,7 @@ impl Supervisor {
             Err(e) => {
                 s.last_error = Some(format!("pipe: {e}"));
                 s.log.note(&format!("cannot start: pipe: {e}"));
+                s.then = Then::Restart;
                 self.back_off(i);
                 return;
             }
@@ -340,6 +347,7 @@ impl Supervisor {
                     .note(&format!("cannot start {:?}: {msg}", s.plan.command[0]));
                 s.last_error = Some(msg);
                 s.failures += 1;
+                s.then = Then::Restart;
                 self.back_off(i);
             }
         }
@@ -420,11 +428,17 @@ impl Supervisor {
             Restart::OnFailure => failed,
             Restart::Never => false,
         };
+        let short = s.started.elapsed() < STABLE;
         if again {
             s.restarts += 1;
-            if s.started.elapsed() < STABLE {
+            if short {
                 s.failures += 1;
             }
+            s.then = Then::Restart;
+            self.back_off(i);
+        } else if failed && short && s.plan.start == StartMode::OnDemand {
+            s.failures += 1;
+            s.then = Then::Rest;
             self.back_off(i);
         } else {
             s.deadline = None;
