@@ -1072,19 +1072,6 @@ mod gw {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
     }
 
-    pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-        let start = Instant::now();
-        loop {
-            if f() {
-                return true;
-            }
-            if start.elapsed() > timeout {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
     pub fn sha256_hex(data: &[u8]) -> String {
         let mut c = Command::new("sha256sum")
             .stdin(Stdio::piped())

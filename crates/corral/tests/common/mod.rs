@@ -262,3 +262,17 @@ pub fn write_home_file(user: &str, rel: &str, content: &str, mode: u32) -> PathB
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
     p
 }
+
+/// Poll `f` every 50 ms until it holds (true) or `timeout` passes (false).
+pub fn wait_until(timeout: std::time::Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    loop {
+        if f() {
+            return true;
+        }
+        if start.elapsed() > timeout {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
