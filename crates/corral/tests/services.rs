@@ -503,3 +503,45 @@ fn boot_brings_up_exactly_the_tenants_with_services() {
     assert_eq!(up, [T4]);
     assert_eq!(status(&env, T4, "app")["state"], "running");
 }
+
+/// The shipped example pool (config/services-php-fpm.toml) works as
+/// written, only its socket and log moved to this test's directory.
+#[test]
+fn the_shipped_php_fpm_example_serves_php() {
+    let env = Env::new();
+    let run = RunDir::new("example");
+    let example = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/services-php-fpm.toml"),
+    )
+    .unwrap();
+    let commented_log = "# log = \"/var/log/corral/$USER/php.log\"";
+    assert!(
+        example.contains(commented_log),
+        "the example's log line moved"
+    );
+    let text = example
+        .replace("/run/corral-fpm/", &format!("{}/fpm/", run.0.display()))
+        .replace(
+            commented_log,
+            &format!("log = \"{}/log/$USER/php.log\"", run.0.display()),
+        );
+    env.default_profile_with(&format!(
+        "{text}\n[[mount]]\ntype = \"ro-bind\"\nsrc = \"$HOME/svc-example-{pid}\"\ndst = \"/srv\"\n",
+        pid = std::process::id()
+    ));
+    let _www = HomeDir(home_of(T1).join(format!("svc-example-{}", std::process::id())));
+    write_home_file(
+        T1,
+        &format!("svc-example-{}/v.php", std::process::id()),
+        "<?php echo PHP_SAPI, ' ', posix_getpwuid(posix_geteuid())['name'], \"\\n\";",
+        0o644,
+    );
+    env.ok(&["up", T1]);
+    let nginx = Nginx::start(&run.0.join("fpm").join(format!("{T1}.sock")));
+    let (code, body) = nginx.get("/v.php");
+    assert_eq!(
+        (code, body.trim()),
+        (200, format!("fpm-fcgi {T1}").as_str())
+    );
+    assert_eq!(status(&env, T1, "php")["state"], "running");
+}
