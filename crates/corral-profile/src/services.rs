@@ -119,7 +119,14 @@ pub(crate) fn parse(t: &Table<'_>) -> Result<Vec<RawService>, ProfileError> {
                 }
                 c
             }
-            None if s.get("enabled").is_some() => Vec::new(),
+            // `enabled = false` alone removes the template's service.
+            None if s
+                .get("enabled")
+                .and_then(|e| e.value().and_then(|v| v.as_bool()))
+                == Some(false) =>
+            {
+                Vec::new()
+            }
             None => {
                 return Err(invalid(
                     &s.at,
@@ -143,7 +150,15 @@ pub(crate) fn parse(t: &Table<'_>) -> Result<Vec<RawService>, ProfileError> {
         let listen = match s.get("listen") {
             None => Vec::new(),
             Some(e) if e.value().is_some_and(|v| v.is_str()) => vec![e.string()?],
-            Some(e) => e.strings()?,
+            Some(e) => {
+                let l = e.strings()?;
+                if l.len() > MAX_SOCKETS {
+                    return Err(e.wrong_type(&format!(
+                        "a socket path or an array of at most {MAX_SOCKETS}"
+                    )));
+                }
+                l
+            }
         };
         let start = s.get("start").map(|e| {
             choice(
@@ -227,6 +242,9 @@ pub(crate) fn overlay(base: Vec<RawService>, over: Vec<RawService>) -> Vec<RawSe
     out.extend(over);
     out
 }
+
+/// Most sockets one service takes (they become its fds 3..18).
+const MAX_SOCKETS: usize = 16;
 
 /// Longest unix socket path (sun_path holds 108 bytes with the NUL).
 const MAX_SOCKET_PATH: usize = 107;

@@ -357,6 +357,9 @@ impl Init {
         mask.thread_block().expect("block signals");
         let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
             .expect("signalfd");
+        // A child that ended before the signals were blocked (an at-up
+        // service that failed at once) sent its SIGCHLD to no one.
+        self.reap();
         loop {
             let ids: Vec<u64> = self.conns.keys().copied().collect();
             let timeout = self.next_deadline();

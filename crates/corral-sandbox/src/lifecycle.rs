@@ -188,13 +188,14 @@ fn create(
     let backend = Backend::detect(&opts.cgroup_parent).map_err(cgroup)?;
     let cg = TenantCgroup::create(&backend, &plan.tenant.name).map_err(cgroup)?;
 
-    // The services' sockets exist from here on; undone with the rest.
-    undo.plan = Some(plan.clone());
+    // The services' sockets exist from here on; undone with the rest
+    // (prepare removes its own on failure).
     let service_fds =
         crate::services::host::prepare(plan).map_err(|source| SandboxError::Services {
             tenant: plan.tenant.name.clone(),
             source: Box::new(source),
         })?;
+    undo.plan = Some(plan.clone());
     let listener = control_listener(&dir.control())?;
     let (setup_host, setup_init) = socketpair(
         AddressFamily::Unix,

@@ -545,3 +545,28 @@ fn the_shipped_php_fpm_example_serves_php() {
     );
     assert_eq!(status(&env, T1, "php")["state"], "running");
 }
+
+/// Two tenants configured with one socket path: the second `up` is
+/// refused and the first tenant keeps its socket.
+#[test]
+fn a_socket_in_use_by_another_sandbox_is_never_taken_over() {
+    let env = Env::new();
+    let run = RunDir::new("shared");
+    let sock = run.0.join("shared.sock");
+    env.default_profile_with(&format!(
+        "[services.app]\ncommand = [\"/bin/true\"]\nlisten = \"{}\"\nlog = \"{}/$USER.log\"\n",
+        sock.display(),
+        run.0.display()
+    ));
+    env.ok(&["up", T1]);
+    let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+    let before = inode(&sock);
+    let o = env.run(&["up", T2]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("is in use"), "{err}");
+    assert_eq!(inode(&sock), before, "T1's socket was replaced");
+    assert!(std::os::unix::net::UnixStream::connect(&sock).is_ok());
+    env.ok(&["down", T1]);
+    assert!(!sock.exists());
+}

@@ -106,6 +106,17 @@ fn service_errors_name_the_key() {
          [services.b]\ncommand = [\"y\"]\nlisten = \"/run/s.sock\"\n",
     );
     assert!(e.contains("service a listens on it too"), "{e}");
+    let e = check_err("[services.php]\nenabled = true\n");
+    assert!(
+        e.contains("services.php.command") && e.contains("a command"),
+        "{e}"
+    );
+    let many: Vec<String> = (0..17).map(|i| format!("\"/run/s{i}.sock\"")).collect();
+    let e = check_err(&format!(
+        "[services.php]\ncommand = [\"x\"]\nlisten = [{}]\n",
+        many.join(", ")
+    ));
+    assert!(e.contains("at most 16"), "{e}");
     let e = check_err("[services.php]\ncommand = [\"x\"]\ncomand = 1\n");
     assert!(e.contains("unknown key \"comand\""), "{e}");
 }

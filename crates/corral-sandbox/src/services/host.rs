@@ -6,7 +6,7 @@ use nix::sys::socket::{
     bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
 };
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -31,34 +31,65 @@ pub enum HostError {
     },
     #[error("service {service}: {} exists and is not a socket; remove it or choose another listen path", path.display())]
     NotSocket { service: String, path: PathBuf },
+    #[error("service {service}: {} is in use: a running sandbox listens on it (two tenants with one listen path?)", path.display())]
+    InUse { service: String, path: PathBuf },
     #[error("the services of this tenant need {0} sockets and log directories; at most {max} are supported", max = super::MAX_FDS)]
     TooMany(usize),
 }
 
 /// What `corral up` hands the init: per service (in plan order) its
-/// listening sockets, then its log directory.
+/// listening sockets, then its log directory. On failure the sockets made
+/// so far are removed again.
 pub fn prepare(plan: &Plan) -> Result<Vec<OwnedFd>, HostError> {
     let n: usize = plan.services.iter().map(|s| s.listen.len() + 1).sum();
     if n > super::MAX_FDS {
         return Err(HostError::TooMany(n));
     }
+    let tenant = tenant_gids(plan);
     let mut fds = Vec::with_capacity(n);
-    for s in &plan.services {
-        for path in &s.listen {
-            fds.push(listener(s, path)?);
+    let mut made: Vec<&Path> = Vec::new();
+    let result = (|| {
+        for s in &plan.services {
+            for path in &s.listen {
+                fds.push(listener(s, path, &tenant)?);
+                made.push(path);
+            }
+            fds.push(log_dir(s, &tenant)?);
         }
-        fds.push(log_dir(s)?);
+        Ok(())
+    })();
+    if let Err(e) = result {
+        for p in made {
+            let _ = std::fs::remove_file(p);
+        }
+        return Err(e);
     }
     Ok(fds)
 }
 
-/// Remove the socket files of `plan`'s services (at `down`, or when `up` fails).
+/// Remove the socket files of `plan`'s services (at `down`): only sockets,
+/// and only in directories that are still safe (see [`safe_dir`]).
 pub fn remove(plan: &Plan) {
-    for path in plan.services.iter().flat_map(|s| &s.listen) {
-        if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
-            let _ = std::fs::remove_file(path);
+    let tenant = tenant_gids(plan);
+    for s in &plan.services {
+        for path in &s.listen {
+            let parent = path.parent().unwrap_or(Path::new("/"));
+            if check_dirs(s, parent, &tenant).is_err() {
+                continue;
+            }
+            if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+                let _ = std::fs::remove_file(path);
+            }
         }
     }
+}
+
+/// The tenant's groups: a directory writable by one of them is the
+/// tenant's to change.
+fn tenant_gids(plan: &Plan) -> Vec<u32> {
+    let mut g: Vec<u32> = plan.tenant.groups.iter().map(|(_, gid)| *gid).collect();
+    g.push(plan.tenant.gid);
+    g
 }
 
 fn io(
@@ -75,40 +106,73 @@ fn io(
     }
 }
 
-/// Create `dir` (and its parents, mode 0755) and check that neither it nor
-/// any parent is a symlink or writable by anyone but root.
-fn safe_dir(s: &ServicePlan, dir: &Path, mode: u32) -> Result<(), HostError> {
-    if !dir.exists() {
-        std::fs::create_dir_all(dir).map_err(io(s, "create directory", dir))?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
-            .map_err(io(s, "chmod", dir))?;
-    }
+/// Check `dir` and every parent: a real directory (not a symlink), owned by
+/// root, writable by no one else (group-writable only by a group the
+/// tenant is not in: Ubuntu's /var/log is root:syslog 0775).
+fn check_dirs(s: &ServicePlan, dir: &Path, tenant_gids: &[u32]) -> Result<(), HostError> {
     for d in dir.ancestors() {
-        let m = std::fs::symlink_metadata(d).map_err(io(s, "inspect", d))?;
-        let unsafe_dir = |why: String| HostError::UnsafeDir {
-            service: s.name.clone(),
-            path: d.to_path_buf(),
-            why,
-        };
-        if !m.is_dir() {
-            return Err(unsafe_dir("not a directory (a symlink?)".into()));
-        }
-        if m.uid() != 0 {
-            return Err(unsafe_dir(format!("owned by uid {}", m.uid())));
-        }
-        // The sticky /tmp-style directories are writable by all: refused too.
-        if m.mode() & 0o022 != 0 {
-            return Err(unsafe_dir(format!("mode {:04o}", m.mode() & 0o7777)));
-        }
+        check_one(s, d, tenant_gids)?;
     }
     Ok(())
 }
 
-fn listener(s: &ServicePlan, path: &Path) -> Result<OwnedFd, HostError> {
+fn check_one(s: &ServicePlan, d: &Path, tenant_gids: &[u32]) -> Result<(), HostError> {
+    let m = std::fs::symlink_metadata(d).map_err(io(s, "inspect", d))?;
+    let unsafe_dir = |why: String| HostError::UnsafeDir {
+        service: s.name.clone(),
+        path: d.to_path_buf(),
+        why,
+    };
+    if !m.is_dir() {
+        return Err(unsafe_dir("not a directory (a symlink?)".into()));
+    }
+    if m.uid() != 0 {
+        return Err(unsafe_dir(format!("owned by uid {}", m.uid())));
+    }
+    // World-writable (sticky /tmp-style ones too) is refused.
+    if m.mode() & 0o002 != 0 || (m.mode() & 0o020 != 0 && tenant_gids.contains(&m.gid())) {
+        return Err(unsafe_dir(format!(
+            "mode {:04o}, group {}",
+            m.mode() & 0o7777,
+            m.gid()
+        )));
+    }
+    Ok(())
+}
+
+/// Make `dir` safely: from `/` down, each existing component is checked
+/// before anything is created below it, and each missing one is created
+/// (mode `mode`, root's) in a parent already checked, then checked itself.
+fn safe_dir(s: &ServicePlan, dir: &Path, mode: u32, tenant_gids: &[u32]) -> Result<(), HostError> {
+    let mut at = PathBuf::from("/");
+    check_one(s, &at, tenant_gids)?;
+    for part in dir.components().skip(1) {
+        at.push(part);
+        if std::fs::symlink_metadata(&at).is_err() {
+            std::fs::DirBuilder::new()
+                .mode(mode)
+                .create(&at)
+                .map_err(io(s, "create directory", &at))?;
+        }
+        check_one(s, &at, tenant_gids)?;
+    }
+    Ok(())
+}
+
+fn listener(s: &ServicePlan, path: &Path, tenant_gids: &[u32]) -> Result<OwnedFd, HostError> {
     let parent = path.parent().unwrap_or(Path::new("/"));
-    safe_dir(s, parent, 0o755)?;
+    safe_dir(s, parent, 0o755, tenant_gids)?;
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_socket() => {
+            // A socket something still listens on belongs to a sandbox
+            // that is up (two tenants configured with one path): never
+            // take it over.
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(HostError::InUse {
+                    service: s.name.clone(),
+                    path: path.to_path_buf(),
+                });
+            }
             std::fs::remove_file(path).map_err(io(s, "remove the old socket", path))?
         }
         Ok(_) => {
@@ -136,17 +200,24 @@ fn listener(s: &ServicePlan, path: &Path) -> Result<OwnedFd, HostError> {
     unsafe { libc::fchmod(fd.as_raw_fd(), 0o600) };
     let addr = UnixAddr::new(path).map_err(sys("socket address"))?;
     bind(fd.as_raw_fd(), &addr).map_err(sys("bind"))?;
-    std::os::unix::fs::lchown(path, Some(0), Some(s.listen_gid)).map_err(io(s, "chown", path))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(s.listen_mode))
-        .map_err(io(s, "chmod", path))?;
-    // The kernel caps it at net.core.somaxconn.
-    listen(&fd, Backlog::new(4096).unwrap_or(Backlog::MAXCONN)).map_err(sys("listen"))?;
+    let done = (|| {
+        std::os::unix::fs::lchown(path, Some(0), Some(s.listen_gid))
+            .map_err(io(s, "chown", path))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(s.listen_mode))
+            .map_err(io(s, "chmod", path))?;
+        // The kernel caps it at net.core.somaxconn.
+        listen(&fd, Backlog::new(4096).unwrap_or(Backlog::MAXCONN)).map_err(sys("listen"))
+    })();
+    if let Err(e) = done {
+        let _ = std::fs::remove_file(path);
+        return Err(e);
+    }
     Ok(fd)
 }
 
-fn log_dir(s: &ServicePlan) -> Result<OwnedFd, HostError> {
+fn log_dir(s: &ServicePlan, tenant_gids: &[u32]) -> Result<OwnedFd, HostError> {
     let dir = s.log.parent().unwrap_or(Path::new("/"));
-    safe_dir(s, dir, 0o750)?;
+    safe_dir(s, dir, 0o750, tenant_gids)?;
     let f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)

@@ -16,7 +16,12 @@ pub struct LogFile {
     /// The last byte written ended a line: the next byte starts one (and
     /// gets a timestamp).
     at_line_start: bool,
+    /// Bytes of the current line so far.
+    line_len: usize,
 }
+
+/// Longest line kept whole; longer output is cut into lines of this size.
+pub const MAX_LINE: usize = 16 * 1024;
 
 impl LogFile {
     pub fn new(dir: OwnedFd, name: String, max_size: u64, keep: u32) -> LogFile {
@@ -28,6 +33,7 @@ impl LogFile {
             max_size,
             keep,
             at_line_start: true,
+            line_len: 0,
         }
     }
 
@@ -39,12 +45,13 @@ impl LogFile {
         self.write(format!("corral: {msg}\n").as_bytes());
     }
 
-    /// Output of the service: timestamps go at the start of each line.
+    /// Output of the service: timestamps go at the start of each line. A
+    /// line longer than [`MAX_LINE`] is cut into several, and a file is
+    /// rotated as soon as it reaches its size, inside a line if need be:
+    /// output without newlines cannot grow a file past its limit.
     pub fn write(&mut self, mut data: &[u8]) {
         while !data.is_empty() {
             if self.at_line_start {
-                // Rotated between lines, before the first one that no
-                // longer fits (a line is never split across two files).
                 if self.file.is_none() {
                     self.open();
                 }
@@ -54,12 +61,21 @@ impl LogFile {
                 let stamp = timestamp(std::time::SystemTime::now());
                 self.append(stamp.as_bytes());
                 self.at_line_start = false;
+                self.line_len = 0;
             }
-            let line_end = data.iter().position(|&b| b == b'\n');
-            let n = line_end.map_or(data.len(), |i| i + 1);
+            let room = MAX_LINE - self.line_len;
+            let line_end = data.iter().take(room).position(|&b| b == b'\n');
+            let n = line_end.map_or(data.len().min(room), |i| i + 1);
             self.append(&data[..n]);
-            self.at_line_start = line_end.is_some();
+            self.line_len += n;
             data = &data[n..];
+            if line_end.is_some() {
+                self.at_line_start = true;
+            } else if self.line_len >= MAX_LINE || self.size >= self.max_size {
+                // Cut here; the rest follows on a line of its own.
+                self.append(b"\n");
+                self.at_line_start = true;
+            }
         }
     }
 
@@ -177,6 +193,26 @@ mod tests {
 
     fn dir_fd(d: &std::path::Path) -> OwnedFd {
         OwnedFd::from(std::fs::File::open(d).unwrap())
+    }
+
+    #[test]
+    fn output_without_newlines_is_cut_and_rotated_too() {
+        let d = tempfile::tempdir().unwrap();
+        let mut log = LogFile::new(dir_fd(d.path()), "svc.log".into(), 64 * 1024, 1);
+        let chunk = vec![b'x'; 10_000];
+        for _ in 0..100 {
+            log.write(&chunk); // 1 MB, never a newline
+        }
+        for name in ["svc.log", "svc.log.1"] {
+            let text = std::fs::read_to_string(d.path().join(name)).unwrap();
+            assert!(
+                text.len() <= 64 * 1024 + MAX_LINE + 64,
+                "{name}: {} bytes",
+                text.len()
+            );
+            assert!(text.lines().all(|l| l.len() <= MAX_LINE + 32), "{name}");
+        }
+        assert!(!d.path().join("svc.log.2").exists());
     }
 
     #[test]

@@ -314,6 +314,19 @@ impl Supervisor {
                 .collect();
             env.push(("FPM_SOCKETS".into(), fpm.join(",")));
         }
+        // What the previous run wrote last, before its pipe is replaced.
+        if s.output.is_some() {
+            let mut buf = [0u8; 4096];
+            for _ in 0..64 {
+                let Some(fd) = &s.output else { break };
+                // SAFETY: read into a stack buffer from our non-blocking fd.
+                let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+                if n <= 0 {
+                    break;
+                }
+                s.log.write(&buf[..n as usize]);
+            }
+        }
         let (rd, wr) = match pipe(self.owner) {
             Ok(p) => p,
             Err(e) => {
@@ -343,8 +356,8 @@ impl Supervisor {
             }
             Err(e) => {
                 let msg = e.to_string();
-                s.log
-                    .note(&format!("cannot start {:?}: {msg}", s.plan.command[0]));
+                let prog = s.plan.command.first().map_or("", String::as_str);
+                s.log.note(&format!("cannot start {prog:?}: {msg}"));
                 s.last_error = Some(msg);
                 s.failures += 1;
                 s.then = Then::Restart;
@@ -436,8 +449,15 @@ impl Supervisor {
             }
             s.then = Then::Restart;
             self.back_off(i);
-        } else if failed && short && s.plan.start == StartMode::OnDemand {
-            s.failures += 1;
+        } else if short && s.plan.start == StartMode::OnDemand {
+            // Not restarted, but a connection may still be queued (or the
+            // program left its socket readable): wait before it can start
+            // again. A clean exit waits the shortest back-off; failures add up.
+            if failed {
+                s.failures += 1;
+            } else {
+                s.failures = 0;
+            }
             s.then = Then::Rest;
             self.back_off(i);
         } else {
@@ -479,7 +499,10 @@ impl Supervisor {
                     }
                 }
                 ServiceOp::Start => {
-                    if self.services[i].pid.is_none() {
+                    if self.services[i].state == State::Stopping {
+                        // Started again as soon as it has stopped.
+                        self.services[i].then = Then::Restart;
+                    } else if self.services[i].pid.is_none() {
                         self.services[i].failures = 0;
                         self.services[i].log.note("start (corral service start)");
                         self.start(i, sp);

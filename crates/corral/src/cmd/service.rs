@@ -278,7 +278,7 @@ fn logs(ctx: &Ctx, tenant: &str, name: &str, lines: usize, follow: bool) -> anyh
         Err(e) => anyhow::bail!("{}: {e}", path.display()),
     };
     if let Some(f) = &mut f {
-        crate::out::write(format_args!("{}", tail(f, lines)?));
+        crate::out::write(format_args!("{}", printable(&tail(f, lines)?)));
     }
     if !follow {
         return Ok(0);
@@ -307,13 +307,33 @@ fn logs(ctx: &Ctx, tenant: &str, name: &str, lines: usize, follow: bool) -> anyh
             if len > pos {
                 file.seek(SeekFrom::Start(pos))?;
                 let mut buf = Vec::new();
-                file.take(len - pos).read_to_end(&mut buf)?;
-                pos = len;
-                crate::out::write(format_args!("{}", String::from_utf8_lossy(&buf)));
+                // At most 1 MiB per look (a log's size limit is 1 MiB by default).
+                let want = (len - pos).min(1 << 20);
+                file.take(want).read_to_end(&mut buf)?;
+                pos += want;
+                crate::out::write(format_args!(
+                    "{}",
+                    printable(&String::from_utf8_lossy(&buf))
+                ));
                 crate::out::flush();
             }
         }
     }
+}
+
+/// The tenant wrote these bytes: no terminal control sequence of its
+/// reaches the admin's terminal (every control character but newline and
+/// tab becomes U+FFFD).
+fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                '\u{FFFD}'
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 /// The last `n` lines of a file (reads at most its last 4 MiB).
@@ -345,14 +365,25 @@ fn accounts() -> anyhow::Result<Vec<String>> {
         .arg("passwd")
         .output()
         .map_err(|e| anyhow::anyhow!("getent passwd: {e}"))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "getent passwd failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
     let db = corral_users::Db::system();
     let mut names = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let Some(u) = corral_users::parse_passwd_line(line) else {
             continue;
         };
-        if u.uid <= 60000 && cfg.caged(&db, &u)? && !names.contains(&u.name) {
-            names.push(u.name);
+        if u.uid > 60000 || names.contains(&u.name) {
+            continue;
+        }
+        match cfg.caged(&db, &u) {
+            Ok(true) => names.push(u.name),
+            Ok(false) => {}
+            Err(e) => eprintln!("corral: {}: {e}; skipped", u.name),
         }
     }
     Ok(names)
