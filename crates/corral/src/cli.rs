@@ -220,38 +220,58 @@ pub enum Command {
     MailBroker(crate::cmd::mail::MailBrokerArgs),
     /// Supervised services of tenants ([services.NAME] in the profile): PHP-FPM pools and other
     /// long-running programs, started on demand through their sockets (docs/access.md).
-    #[command(subcommand)]
+    #[command(subcommand, after_help = SERVICE_AFTER_HELP)]
     Service(ServiceCmd),
 }
+
+const SERVICE_AFTER_HELP: &str = "Examples:
+  corral service ls                      every service of every running tenant
+  corral service status alice php --json
+  corral service restart alice php       after editing the pool; returns once it is back
+  corral service logs alice php -n 100 -f
+A profile declares services as [services.NAME]; config/services-php-fpm.toml is a complete PHP-FPM pool.";
 
 #[derive(Subcommand, Debug)]
 pub enum ServiceCmd {
     /// Services of running tenants (or of the named ones, up or not): state, pid, workers, restarts, sockets.
-    Ls { tenants: Vec<String> },
+    Ls {
+        /// Tenants (default: every running one).
+        tenants: Vec<String>,
+    },
     /// Details of a tenant's services (or of one).
     Status {
+        /// Tenant (Unix user name).
         tenant: String,
+        /// Service name ([services.NAME]); default: every service of the tenant.
         name: Option<String>,
     },
     /// Start a tenant's services (or one) now, bringing the sandbox up if needed.
     Start {
+        /// Tenant (Unix user name).
         tenant: String,
+        /// Service name ([services.NAME]); default: every service of the tenant.
         name: Option<String>,
     },
     /// Stop a tenant's services (or one): the stop signal, then SIGKILL after the stop timeout. An
     /// on-demand service starts again on the next connection to its socket.
     Stop {
+        /// Tenant (Unix user name).
         tenant: String,
+        /// Service name ([services.NAME]); default: every service of the tenant.
         name: Option<String>,
     },
     /// Stop and start again (e.g. after changing the service's own configuration file).
     Restart {
+        /// Tenant (Unix user name).
         tenant: String,
+        /// Service name ([services.NAME]); default: every service of the tenant.
         name: Option<String>,
     },
     /// Print the end of a service's log (timestamped output and what corral did).
     Logs {
+        /// Tenant (Unix user name).
         tenant: String,
+        /// Service name.
         name: String,
         /// How many lines.
         #[arg(short = 'n', long, default_value_t = 50)]
