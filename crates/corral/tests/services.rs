@@ -566,6 +566,8 @@ fn a_socket_in_use_by_another_sandbox_is_never_taken_over() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("is in use"), "{err}");
     assert_eq!(inode(&sock), before, "T1's socket was replaced");
+    // Looked at, not connected to: T1's on-demand service did not start.
+    assert_eq!(status(&env, T1, "app")["starts"], 0);
     assert!(std::os::unix::net::UnixStream::connect(&sock).is_ok());
     env.ok(&["down", T1]);
     assert!(!sock.exists());

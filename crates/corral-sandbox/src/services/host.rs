@@ -167,7 +167,7 @@ fn listener(s: &ServicePlan, path: &Path, tenant_gids: &[u32]) -> Result<OwnedFd
             // A socket something still listens on belongs to a sandbox
             // that is up (two tenants configured with one path): never
             // take it over.
-            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            if listening_on(path) {
                 return Err(HostError::InUse {
                     service: s.name.clone(),
                     path: path.to_path_buf(),
@@ -213,6 +213,28 @@ fn listener(s: &ServicePlan, path: &Path, tenant_gids: &[u32]) -> Result<OwnedFd
         return Err(e);
     }
     Ok(fd)
+}
+
+/// Whether a listening unix socket bound to `path` exists (in this network
+/// namespace, where `corral up` makes every service socket). Read from
+/// /proc/net/unix rather than tried with connect(2), which would start an
+/// on-demand service of the sandbox that holds it.
+fn listening_on(path: &Path) -> bool {
+    const SO_ACCEPTCON: u32 = 1 << 16;
+    let Ok(text) = std::fs::read_to_string("/proc/net/unix") else {
+        // Cannot tell: assume it is, never take over a live socket.
+        return true;
+    };
+    let want = path.to_string_lossy();
+    text.lines().skip(1).any(|line| {
+        // Num RefCount Protocol Flags Type St Inode Path
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let listening = cols
+            .get(3)
+            .and_then(|x| u32::from_str_radix(x, 16).ok())
+            .is_some_and(|fl| fl & SO_ACCEPTCON != 0);
+        listening && cols.len() > 7 && cols[7..].join(" ") == want
+    })
 }
 
 fn log_dir(s: &ServicePlan, tenant_gids: &[u32]) -> Result<OwnedFd, HostError> {
