@@ -339,7 +339,7 @@ cleanup() {
   [ -n "$DOC" ] && rm -rf "$DOC"
   [ -n "$MADE_TMP" ] && rm -rf "$MADE_TMP"
   rm -rf "$W"
-  ((MADE_BASE)) && rmdir "$BASE" 2>/dev/null
+  rmdir "$BASE" 2>/dev/null # only when empty: never another run's work
   for p in $(jobs -p); do echo "fpm.sh: cleanup: left job $p" >&2; done
   exit "$rc"
 }
