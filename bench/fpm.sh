@@ -309,8 +309,7 @@ curl_ms() { # PORT -> ms of one request (fails unless 200)
 
 
 BASE=/run/corral-bench
-MADE_BASE=0
-if [ ! -d "$BASE" ]; then mkdir -m 755 "$BASE"; MADE_BASE=1; fi
+[ -d "$BASE" ] || mkdir -m 755 "$BASE"
 W=$(mktemp -d "$BASE/fpm.XXXXXX")
 chmod 755 "$W"
 C=$W/bin/corral
