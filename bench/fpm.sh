@@ -325,7 +325,11 @@ cleanup() {
   stop_nginx
   stop_bare
   [ -x "$C" ] && "$C" --state-dir "$STATE" --config-dir "$CONF" --cgroup-parent "$PARENT" down --all >/dev/null 2>&1
-  for d in /sys/fs/cgroup/*/"$PARENT" /sys/fs/cgroup/"$PARENT"; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
+  for d in /sys/fs/cgroup/*/"$PARENT" /sys/fs/cgroup/"$PARENT"; do
+    [ -d "$d" ] && rmdir "$d" 2>/dev/null
+    # corral's own parent too, once nothing is below it (as the tests do).
+    rmdir "$(dirname "$d")" 2>/dev/null
+  done
   if ((${#USERS[@]})); then
     log "removing ${#USERS[@]} users"
     for u in "${USERS[@]}"; do
