@@ -202,6 +202,16 @@ pub enum StartMode {
     AtUp,
 }
 
+impl StartMode {
+    /// As written in a profile.
+    pub fn name(self) -> &'static str {
+        match self {
+            StartMode::OnDemand => "on-demand",
+            StartMode::AtUp => "at-up",
+        }
+    }
+}
+
 /// What the init does when a service's main process exits by itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

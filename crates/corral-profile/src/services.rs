@@ -161,13 +161,8 @@ pub(crate) fn parse(t: &Table<'_>) -> Result<Vec<RawService>, ProfileError> {
             }
         };
         let start = s.get("start").map(|e| {
-            choice(
-                &e,
-                &[
-                    ("on-demand", StartMode::OnDemand),
-                    ("at-up", StartMode::AtUp),
-                ],
-            )
+            let modes = [StartMode::OnDemand, StartMode::AtUp].map(|m| (m.name(), m));
+            choice(&e, &modes)
         });
         let restart = s.get("restart").map(|e| {
             choice(

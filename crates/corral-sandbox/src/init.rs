@@ -194,6 +194,11 @@ fn receive_fds(setup: &std::fs::File) -> Result<Vec<OwnedFd>, Errno> {
     if m.bytes != 1 || m.flags.contains(MsgFlags::MSG_CTRUNC) {
         return Err(Errno::EPROTO);
     }
+    Ok(rights(&m))
+}
+
+/// The fds that came with a message (SCM_RIGHTS), now ours.
+fn rights(m: &nix::sys::socket::RecvMsg<'_, '_, ()>) -> Vec<OwnedFd> {
     let mut fds = Vec::new();
     for c in m.cmsgs().into_iter().flatten() {
         if let ControlMessageOwned::ScmRights(v) = c {
@@ -201,7 +206,7 @@ fn receive_fds(setup: &std::fs::File) -> Result<Vec<OwnedFd>, Errno> {
             fds.extend(v.into_iter().map(|f| unsafe { OwnedFd::from_raw_fd(f) }));
         }
     }
-    Ok(fds)
+    fds
 }
 
 impl Spawner {
@@ -519,16 +524,7 @@ impl Init {
         let fd = self.conns.get(&id)?.as_raw_fd();
         let mut iov = [IoSliceMut::new(buf)];
         match recvmsg::<()>(fd, &mut iov, Some(&mut cmsg), MsgFlags::MSG_CMSG_CLOEXEC) {
-            Ok(m) => {
-                let mut fds: Vec<OwnedFd> = Vec::new();
-                for c in m.cmsgs().into_iter().flatten() {
-                    if let ControlMessageOwned::ScmRights(v) = c {
-                        // SAFETY: fds received via SCM_RIGHTS are ours.
-                        fds.extend(v.into_iter().map(|f| unsafe { OwnedFd::from_raw_fd(f) }));
-                    }
-                }
-                Some((m.bytes, fds))
-            }
+            Ok(m) => Some((m.bytes, rights(&m))),
             Err(Errno::EAGAIN) | Err(Errno::EINTR) => None,
             Err(_) => Some((0, Vec::new())),
         }

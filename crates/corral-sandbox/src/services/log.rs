@@ -3,8 +3,7 @@
 //! `corral up` (the file is not reachable from inside the sandbox), rotated
 //! by size like logrotate's `size` + `rotate N`.
 
-use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 pub struct LogFile {
     dir: OwnedFd,
@@ -84,62 +83,47 @@ impl LogFile {
             self.open();
         }
         let Some(f) = &self.file else { return };
-        // SAFETY: write from a valid slice to our own fd.
-        let n = unsafe { libc::write(f.as_raw_fd(), b.as_ptr().cast(), b.len()) };
-        if n > 0 {
+        if let Ok(n) = nix::unistd::write(f, b) {
             self.size += n as u64;
         }
     }
 
     fn open(&mut self) {
-        let Ok(name) = CString::new(self.name.as_str()) else {
+        use nix::fcntl::OFlag;
+        let flags = OFlag::O_WRONLY
+            | OFlag::O_APPEND
+            | OFlag::O_CREAT
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_CLOEXEC;
+        let mode = nix::sys::stat::Mode::from_bits_truncate(0o640);
+        let Ok(fd) =
+            nix::fcntl::openat(Some(self.dir.as_raw_fd()), self.name.as_str(), flags, mode)
+        else {
             return;
         };
-        // SAFETY: openat/fstat on our directory fd with a C string; the
-        // returned fd is ours.
-        unsafe {
-            let fd = libc::openat(
-                self.dir.as_raw_fd(),
-                name.as_ptr(),
-                libc::O_WRONLY
-                    | libc::O_APPEND
-                    | libc::O_CREAT
-                    | libc::O_NOFOLLOW
-                    | libc::O_CLOEXEC,
-                0o640,
-            );
-            if fd < 0 {
-                return;
-            }
-            let mut st: libc::stat = std::mem::zeroed();
-            self.size = if libc::fstat(fd, &mut st) == 0 {
-                st.st_size as u64
-            } else {
-                0
-            };
-            self.file = Some(OwnedFd::from_raw_fd(fd));
-        }
+        // SAFETY: openat just returned this fd; nothing else owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        self.size = nix::sys::stat::fstat(fd.as_raw_fd()).map_or(0, |st| st.st_size as u64);
+        self.file = Some(fd);
     }
 
     /// NAME -> NAME.1 -> ... -> NAME.keep (the oldest is replaced).
     fn rotate(&mut self) {
         self.file = None;
-        let dir: RawFd = self.dir.as_raw_fd();
-        let path = |i: u32| {
-            CString::new(if i == 0 {
-                self.name.clone()
-            } else {
-                format!("{}.{i}", self.name)
-            })
-            .expect("log names have no NUL")
+        let dir = Some(self.dir.as_raw_fd());
+        let path = |i: u32| match i {
+            0 => self.name.clone(),
+            i => format!("{}.{i}", self.name),
         };
         if self.keep == 0 {
-            // SAFETY: unlinkat with our dir fd and a C string.
-            unsafe { libc::unlinkat(dir, path(0).as_ptr(), 0) };
+            let _ = nix::unistd::unlinkat(
+                dir,
+                path(0).as_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
         } else {
             for i in (0..self.keep).rev() {
-                // SAFETY: renameat with our dir fd and C strings.
-                unsafe { libc::renameat(dir, path(i).as_ptr(), dir, path(i + 1).as_ptr()) };
+                let _ = nix::fcntl::renameat(dir, path(i).as_str(), dir, path(i + 1).as_str());
             }
         }
         self.size = 0;

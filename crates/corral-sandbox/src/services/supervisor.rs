@@ -20,7 +20,7 @@ use crate::spawn::SpawnError;
 use corral_profile::plan::{Restart, ServicePlan, StartMode};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How the init starts a process for the supervisor (its spawner, as the
@@ -219,16 +219,7 @@ impl Supervisor {
     }
 
     fn drain(&mut self, i: usize, buf: &mut [u8]) {
-        let s = &mut self.services[i];
-        let Some(fd) = &s.output else { return };
-        // SAFETY: read into a valid buffer from our own non-blocking fd.
-        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n > 0 {
-            s.log.write(&buf[..n as usize]);
-        } else if n == 0 || nix::errno::Errno::last() != nix::errno::Errno::EAGAIN {
-            // Every writer is gone (the service and whatever it forked).
-            s.output = None;
-        }
+        self.services[i].pump(buf);
     }
 
     /// Deadlines that have passed: back-off restarts, idle looks, kills.
@@ -318,13 +309,9 @@ impl Supervisor {
         if s.output.is_some() {
             let mut buf = [0u8; 4096];
             for _ in 0..64 {
-                let Some(fd) = &s.output else { break };
-                // SAFETY: read into a stack buffer from our non-blocking fd.
-                let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-                if n <= 0 {
+                if !s.pump(&mut buf) {
                     break;
                 }
-                s.log.write(&buf[..n as usize]);
             }
         }
         let (rd, wr) = match pipe(self.owner) {
@@ -540,6 +527,26 @@ impl Supervisor {
 }
 
 impl Service {
+    /// One read of the output pipe into the log; false when nothing was
+    /// read (empty for now, or every writer gone: then the pipe is closed).
+    fn pump(&mut self, buf: &mut [u8]) -> bool {
+        let Some(fd) = &self.output else {
+            return false;
+        };
+        match nix::unistd::read(fd.as_raw_fd(), buf) {
+            Ok(n) if n > 0 => {
+                self.log.write(&buf[..n]);
+                true
+            }
+            Err(nix::errno::Errno::EAGAIN) => false,
+            // EOF: the service and whatever it forked are gone.
+            _ => {
+                self.output = None;
+                false
+            }
+        }
+    }
+
     fn set(&mut self, st: State) {
         self.state = st;
         self.since = SystemTime::now();
@@ -573,11 +580,7 @@ impl Service {
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect(),
-            start: match self.plan.start {
-                StartMode::OnDemand => "on-demand",
-                StartMode::AtUp => "at-up",
-            }
-            .to_string(),
+            start: self.plan.start.name().to_string(),
             idle_timeout_ms: self.plan.idle_timeout_ms,
             log: self.plan.log.display().to_string(),
         }
@@ -609,21 +612,11 @@ fn kill_group(pid: i32, sig: Signal) {
 /// (`error_log = /proc/self/fd/2`, `/dev/stderr`), which checks the pipe's
 /// owner like a file's.
 fn pipe(owner: (u32, u32)) -> Result<(OwnedFd, OwnedFd), nix::errno::Errno> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: pipe2 fills the two-element array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(nix::errno::Errno::last());
-    }
-    // SAFETY: fds just made by pipe2, owned by us.
-    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let (rd, wr) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
     // The init never blocks on a service's output.
-    // SAFETY: fcntl and fchown on our own fds.
-    unsafe {
-        libc::fcntl(rd.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK);
-        if libc::fchown(wr.as_raw_fd(), owner.0, owner.1) < 0 {
-            return Err(nix::errno::Errno::last());
-        }
-    }
+    fcntl(rd.as_raw_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
+    nix::unistd::fchown(wr.as_raw_fd(), Some(owner.0.into()), Some(owner.1.into()))?;
     Ok((rd, wr))
 }
 

@@ -126,11 +126,7 @@ fn down_rows(plan: &corral_profile::Plan, name: Option<&str>) -> Vec<ServiceStat
             last_exit: None,
             last_error: None,
             listen: s.listen.iter().map(|p| p.display().to_string()).collect(),
-            start: match s.start {
-                corral_profile::plan::StartMode::OnDemand => "on-demand",
-                corral_profile::plan::StartMode::AtUp => "at-up",
-            }
-            .into(),
+            start: s.start.name().into(),
             idle_timeout_ms: s.idle_timeout_ms,
             log: s.log.display().to_string(),
         })
