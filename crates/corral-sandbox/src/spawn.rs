@@ -2,14 +2,23 @@
 //! the child exists; the child only makes raw syscalls on that memory, then
 //! execs.
 //!
-//! The child is a vfork-style clone (`CLONE_VM | CLONE_VFORK`, what glibc's
-//! posix_spawn does): it runs on its own small stack in the parent's
-//! memory, and the parent sleeps until it has exec'd or exited. Nothing is
-//! copied (a fork of the init copied its page tables and then took a
-//! copy-on-write fault for each page the child touched, only for exec to
-//! throw it all away: a third of the init's time per spawn), and when
-//! `clone` returns the outcome is already known: a failure before exec is
-//! written by the child into the parent's memory as (step, errno).
+//! The child is a vfork-style clone (`CLONE_VM`, as glibc's posix_spawn):
+//! it runs on its own small stack in the parent's memory, and the parent
+//! sleeps until it has exec'd or exited. Nothing is copied (a fork of the
+//! init copied its page tables and then took a copy-on-write fault for each
+//! page the child touched, only for exec to throw it all away: a third of
+//! the init's time per spawn), and when [`Exec::spawn`] returns the outcome
+//! is known: a failure before exec is written by the child into the
+//! parent's memory as (step, errno).
+//!
+//! Not `CLONE_VFORK`: its parent sleeps unconditionally, and from the uid
+//! change on the tenant may SIGSTOP the child (escape test
+//! `a_child_stopped_before_its_exec_does_not_wedge_the_init`): the init
+//! would sleep with it. The parent waits instead on the word the kernel
+//! clears when the child execs or exits (`CLONE_CHILD_CLEARTID`, the futex
+//! that pthread_join waits on), a tenth of a second at a time, and kills a
+//! child it finds stopped. That the tenant cannot read or write the shared
+//! memory meanwhile is the uid change's job (corral-security, step 2).
 use corral_profile::plan::Plan;
 use corral_security::{Failure, Step};
 use nix::errno::Errno;
@@ -17,6 +26,7 @@ use nix::unistd::Pid;
 use std::ffi::CString;
 use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
@@ -249,16 +259,22 @@ impl<'a> Exec<'a> {
             libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
             old
         };
+        // Cleared by the kernel (and a futex wake) when the child execs or
+        // exits: CLONE_CHILD_CLEARTID.
+        let running = AtomicU32::new(1);
         // SAFETY: the child runs `child_main` on `stack` (ours alone: &mut)
-        // and only makes raw syscalls on memory prepared before; CLONE_VFORK
-        // keeps this thread (and with it `ctx` and `report`) suspended until
-        // the child has exec'd or exited.
+        // and only makes raw syscalls on memory prepared before; this thread
+        // keeps `ctx`, `report`, `running` and the stack alive and untouched
+        // (see `wait_exec`) until the child has exec'd or exited.
         let pid = unsafe {
             libc::clone(
                 child_main,
                 stack.top(),
-                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                libc::CLONE_VM | libc::CLONE_CHILD_CLEARTID | libc::SIGCHLD,
                 (&ctx as *const ChildCtx).cast_mut().cast(),
+                std::ptr::null_mut::<libc::pid_t>(),
+                std::ptr::null_mut::<libc::c_void>(),
+                running.as_ptr().cast::<libc::pid_t>(),
             )
         };
         let clone_err = Errno::last();
@@ -267,22 +283,28 @@ impl<'a> Exec<'a> {
         if pid < 0 {
             return Err(SpawnError::failed(Step::Fork, clone_err));
         }
+        let child = Pid::from_raw(pid);
+        let stopped = wait_exec(child, &running);
         // SAFETY: the child is done with `report` (exec'd or exited).
         let report = unsafe { std::ptr::read_volatile(&report) };
+        if stopped {
+            let _ = nix::sys::wait::waitpid(child, None);
+            return Err(SpawnError::failed(Step::Exec, Errno::ECANCELED));
+        }
         if report.step != 0 {
-            let _ = nix::sys::wait::waitpid(Pid::from_raw(pid), None);
+            let _ = nix::sys::wait::waitpid(child, None);
             return Err(SpawnError::failed(
                 Step::from_code(report.step).unwrap_or(Step::Exec),
                 Errno::from_raw(report.errno),
             ));
         }
-        Ok(Pid::from_raw(pid))
+        Ok(child)
     }
 
     fn child(&self, report: *mut Report) -> ! {
         let fail = |step: Step, errno: Errno| -> ! {
-            // SAFETY: `report` lives in the parent, which sleeps until we
-            // exit (CLONE_VFORK); _exit is async-signal-safe.
+            // SAFETY: `report` lives in the parent, which waits until we
+            // exit (wait_exec); _exit is async-signal-safe.
             unsafe {
                 std::ptr::write_volatile(
                     report,
@@ -438,6 +460,35 @@ impl<'a> Exec<'a> {
         };
         fail(Step::Exec, Errno::last())
     }
+}
+
+/// Sleep until the kernel clears `running` (the child exec'd or exited).
+/// A child found stopped (SIGSTOP from the tenant between its uid change and
+/// its exec) is killed, and true returned, once it has gone. The futex call
+/// is rustix's raw syscall: it leaves errno alone, which the child (same
+/// thread-local storage) may be reading.
+fn wait_exec(child: Pid, running: &AtomicU32) -> bool {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+    use rustix::thread::futex;
+    let slice = futex::Timespec {
+        tv_sec: 0,
+        tv_nsec: 100_000_000,
+    };
+    let mut killed = false;
+    while running.load(Ordering::Acquire) != 0 {
+        match futex::wait(running, futex::Flags::empty(), 1, Some(&slice)) {
+            Err(e) if e == rustix::io::Errno::TIMEDOUT && !killed => {
+                let flags = WaitPidFlag::WSTOPPED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+                if let Ok(WaitStatus::Stopped(..)) = waitid(Id::Pid(child), flags) {
+                    let _ = nix::sys::signal::kill(child, nix::sys::signal::SIGKILL);
+                    killed = true;
+                }
+            }
+            // Woken, the word already changed, interrupted, timed out.
+            _ => {}
+        }
+    }
+    killed
 }
 
 impl Exec<'_> {

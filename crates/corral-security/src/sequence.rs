@@ -102,10 +102,23 @@ impl Prepared {
         if !self.bounding_set_dropped {
             caps::drop_bounding_set(self.last_cap).map_err(|e| (Step::DropBoundingSet, e))?;
         }
-        // 2. Groups, then gid, then uid: each needs CAP_SETGID/CAP_SETUID,
-        //    which the switch to a non-root uid removes (it empties the
-        //    permitted, effective and ambient sets). Verified afterwards.
+        // 2. Groups, then gid, then uid: each needs CAP_SETGID/CAP_SETUID.
+        //    Verified afterwards. The permitted set is kept across the uid
+        //    change (PR_SET_KEEPCAPS; exec clears the flag), and the process
+        //    made non-dumpable before step 4 drops it. The kernel makes a
+        //    process whose uid changed dumpable again if fs.suid_dumpable =
+        //    1; from then until exec the tenant's uid could open
+        //    /proc/CHILD/mem, and a child of a vfork-style clone runs in its
+        //    parent's memory (the root init's). With capabilities still
+        //    permitted, the ptrace access check refuses a tracer that lacks
+        //    them; once non-dumpable, it refuses any tracer without
+        //    CAP_SYS_PTRACE; dropping capabilities then does not make the
+        //    process dumpable again (commit_creds resets it only when
+        //    privileges grow or ids change).
+        keep_caps(true).map_err(|e| (Step::Identity, e))?;
         identity::become_user(self.uid, self.gid, &self.groups).map_err(|e| (Step::Identity, e))?;
+        crate::sys::prctl(libc::PR_SET_DUMPABLE, 0, 0).map_err(|e| (Step::Identity, e))?;
+        keep_caps(false).map_err(|e| (Step::Identity, e))?;
         // 3–4. What the uid change leaves: the inheritable set always, and
         //    everything if securebits (SECBIT_KEEP_CAPS, NO_SETUID_FIXUP)
         //    were set. After the ids, or the ids could not change.
@@ -129,6 +142,12 @@ impl Prepared {
         }
         Ok(())
     }
+}
+
+/// PR_SET_KEEPCAPS: whether a uid change away from 0 keeps the permitted
+/// capability set. Async-signal-safe.
+fn keep_caps(on: bool) -> Result<(), Errno> {
+    crate::sys::prctl(libc::PR_SET_KEEPCAPS, libc::c_ulong::from(on), 0).map(drop)
 }
 
 #[cfg(test)]

@@ -30,7 +30,8 @@ pub(crate) fn prctl(
     arg3: libc::c_ulong,
 ) -> Result<libc::c_int, Errno> {
     // SAFETY: every option this crate uses (PR_CAPBSET_READ/DROP,
-    // PR_CAP_AMBIENT, PR_SET/GET_NO_NEW_PRIVS) takes integers only and reads
+    // PR_CAP_AMBIENT, PR_SET/GET_NO_NEW_PRIVS, PR_SET_KEEPCAPS,
+    // PR_SET_DUMPABLE) takes integers only and reads
     // or writes none of our memory.
     check_int(unsafe { libc::prctl(option, arg2, arg3, 0 as libc::c_ulong, 0 as libc::c_ulong) })
 }

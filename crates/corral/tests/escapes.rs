@@ -463,26 +463,7 @@ fn probe_detached(
             ),
         };
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if let Some(l) = text.lines().find(|l| l.starts_with("RESULT ")) {
-            let code = l[7..].trim().parse().ok();
-            return ProbeRun {
-                code,
-                stdout: text,
-                stderr: String::new(),
-            };
-        }
-        if Instant::now() > deadline {
-            return ProbeRun {
-                code: None,
-                stdout: text,
-                stderr: "no RESULT line within 30 s".into(),
-            };
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_probe_log(&log)
 }
 
 // ------------------------------------------------------------ host helpers
@@ -1434,6 +1415,152 @@ fn capabilities_are_all_zero_and_no_new_privs_is_set() {
         );
         c.done()
     });
+}
+
+/// A host sysctl set for the length of a test and restored on drop (also
+/// when the test panics).
+struct Sysctl {
+    path: &'static str,
+    old: String,
+}
+
+impl Sysctl {
+    fn set(path: &'static str, value: &str) -> Sysctl {
+        let old = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        std::fs::write(path, value).unwrap_or_else(|e| panic!("{path}: {e}"));
+        Sysctl { path, old }
+    }
+}
+
+impl Drop for Sysctl {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.path, self.old.trim());
+    }
+}
+
+/// Have the init start `/bin/true` for the tenant again and again until
+/// `until` or the count runs out; the longest single start, in time.
+fn spawn_repeatedly(env: &Env, tenant: &str, until: Instant, max: u32) -> (u32, u32, Duration) {
+    let (mut ok, mut failed, mut longest) = (0, 0, Duration::ZERO);
+    for _ in 0..max {
+        if Instant::now() > until {
+            break;
+        }
+        let t = Instant::now();
+        let mut child = env
+            .cmd()
+            .args(["run", tenant, "--", "/bin/true"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn corral");
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break Some(st);
+            }
+            if t.elapsed() > Duration::from_secs(4) {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        longest = longest.max(t.elapsed());
+        match status {
+            Some(st) if st.success() => ok += 1,
+            _ => failed += 1,
+        }
+    }
+    (ok, failed, longest)
+}
+
+#[test]
+fn the_spawn_window_does_not_expose_the_init_memory() {
+    // With fs.suid_dumpable = 1 the uid change of a child leaves its memory
+    // open to the new uid; a vfork-style child's memory is the init's.
+    let _dumpable = Sysctl::set("/proc/sys/fs/suid_dumpable", "1");
+    each_mode("spawn_window", |env, _| {
+        let m = Marker::new();
+        let inst = Installed::new(T1);
+        env.ok(&["up", T1]);
+        let pid = env.init_pid(T1);
+        let start = start_time(pid);
+        let log = env.state_dir().join(format!("probe-{}.log", uniq()));
+        let mut a = vec!["run", "--detach", "--log", log.to_str().unwrap(), T1, "--"];
+        a.extend(probe_args(&inst, "spawn-window", &m, &["4"]));
+        env.ok(&a);
+        let (ok, failed, _) =
+            spawn_repeatedly(env, T1, Instant::now() + Duration::from_secs(4), 2000);
+        let r = wait_probe_log(&log);
+        let mut c = Checks::default();
+        c.probe(&r, &format!("/proc/CHILD/maps and mem during {ok} spawns"));
+        if failed > 0 {
+            c.fail(format!("{failed} of the spawns failed"));
+        }
+        if start_time(pid) != start {
+            c.fail(format!("{T1}'s init (host pid {pid}) is gone"));
+        }
+        c.done()
+    });
+}
+
+#[test]
+fn a_child_stopped_before_its_exec_does_not_wedge_the_init() {
+    each_mode("stop_spawns", |env, _| {
+        let m = Marker::new();
+        let inst = Installed::new(T1);
+        env.ok(&["up", T1]);
+        let log = env.state_dir().join(format!("probe-{}.log", uniq()));
+        let mut a = vec!["run", "--detach", "--log", log.to_str().unwrap(), T1, "--"];
+        a.extend(probe_args(&inst, "stop-spawns", &m, &["5"]));
+        env.ok(&a);
+        let (ok, failed, longest) =
+            spawn_repeatedly(env, T1, Instant::now() + Duration::from_secs(4), 2000);
+        let r = wait_probe_log(&log);
+        let mut c = Checks::default();
+        c.probe(
+            &r,
+            &format!("SIGSTOP of the init's children ({ok} started, {failed} failed)"),
+        );
+        if longest > Duration::from_secs(3) {
+            c.fail(format!(
+                "ESCAPED: a start through the init took {longest:?}: the init waited on a stopped child"
+            ));
+        }
+        // Afterwards the init still answers at once.
+        let t = Instant::now();
+        env.ok(&["run", T1, "--", "/bin/true"]);
+        if t.elapsed() > Duration::from_secs(3) {
+            c.fail(format!(
+                "the init took {:?} to answer after the attempt",
+                t.elapsed()
+            ));
+        }
+        c.done()
+    });
+}
+
+/// The "RESULT n" of a detached probe's log, waited for (30 s at most).
+fn wait_probe_log(log: &Path) -> ProbeRun {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(l) = text.lines().find(|l| l.starts_with("RESULT ")) {
+            return ProbeRun {
+                code: l[7..].trim().parse().ok(),
+                stdout: text,
+                stderr: String::new(),
+            };
+        }
+        if Instant::now() > deadline {
+            return ProbeRun {
+                code: None,
+                stdout: text,
+                stderr: "no RESULT line within 30 s".into(),
+            };
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]

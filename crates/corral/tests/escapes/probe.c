@@ -1372,6 +1372,121 @@ static void status(int argc, char **argv) {
 }
 
 /* The init: no signal, no ptrace, no /proc/1 secrets. */
+/* The newest pid of our pid namespace (the next child gets this + 1). */
+static long ns_last_pid(void) {
+    char b[32];
+    if (!file_readable("/proc/sys/kernel/ns_last_pid", b, sizeof b))
+        return -1;
+    return atol(b);
+}
+
+/* The command name of PID (field 2 of its stat), or "" when gone. */
+static void pid_comm(long pid, char *comm, size_t n) {
+    char p[64], st[512];
+    comm[0] = 0;
+    snprintf(p, sizeof p, "/proc/%ld/stat", pid);
+    if (!file_readable(p, st, sizeof st))
+        return;
+    char *a = strchr(st, '('), *z = strrchr(st, ')');
+    if (a && z && z > a) {
+        size_t len = (size_t)(z - a - 1) < n - 1 ? (size_t)(z - a - 1) : n - 1;
+        memcpy(comm, a + 1, len);
+        comm[len] = 0;
+    }
+}
+
+/*
+ * spawn-window SECONDS: while the test has the init start commands, watch
+ * the newest pids and try to open their memory map and their memory. A
+ * child of the init runs in the init's memory (a vfork-style clone) from its
+ * uid change until its exec: whoever opens /proc/CHILD/mem then holds the
+ * root init's memory. Opening a map that shows corral-init is the escape.
+ */
+static void spawn_window(int argc, char **argv) {
+    int secs = argc > 0 ? atoi(argv[0]) : 5;
+    time_t end = time(NULL) + secs;
+    long tries = 0, opened = 0, self = getpid();
+    static char buf[1 << 16];
+    while (time(NULL) < end) {
+        long last = ns_last_pid();
+        for (long p = last; p <= last + 1; p++) {
+            if (p == self || p <= 1)
+                continue;
+            char path[64];
+            snprintf(path, sizeof path, "/proc/%ld/maps", p);
+            tries++;
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                continue;
+            snprintf(path, sizeof path, "/proc/%ld/mem", p);
+            int mem = open(path, O_RDWR | O_CLOEXEC);
+            ssize_t n = read_fd(fd, buf, sizeof buf - 1);
+            close(fd);
+            opened++;
+            buf[n > 0 ? n : 0] = 0;
+            if (strstr(buf, "corral-init")) {
+                ESCAPED("opened the memory map of pid %ld while it ran in the root init's memory (between its uid change "
+                        "and its exec)%s", p, mem >= 0 ? ", and /proc/PID/mem for writing" : "");
+                if (mem >= 0)
+                    close(mem);
+                return;
+            }
+            if (mem >= 0)
+                close(mem);
+        }
+    }
+    INFO("%ld attempts, %ld maps of the tenant's own commands opened after their exec", tries, opened);
+    if (tries < 1000)
+        SETUP("only %ld attempts in %d s", tries, secs);
+    BLOCKED("no child of the init showed the init's memory between its uid change and its exec");
+}
+
+/*
+ * stop-spawns SECONDS: SIGSTOP every new process as soon as the tenant may
+ * signal it. One caught before its exec (its command name is still the
+ * init's) is held stopped until it exec'd after all (a stop that landed
+ * during its execve; then it is continued) or is gone (the init killed it),
+ * or until the end. The others are continued at once. The test meanwhile
+ * checks that the init still starts commands.
+ */
+static void stop_spawns(int argc, char **argv) {
+    int secs = argc > 0 ? atoi(argv[0]) : 5;
+    time_t end = time(NULL) + secs;
+    long self = getpid(), held[256], nheld = 0, caught = 0, gone = 0, stopped = 0, last_stopped = 0;
+    char comm[64];
+    while (time(NULL) < end) {
+        for (long i = 0; i < nheld; i++) {
+            pid_comm(held[i], comm, sizeof comm);
+            if (comm[0] && strncmp(comm, "corral", 6) == 0)
+                continue;
+            if (comm[0])
+                kill(held[i], SIGCONT);
+            else
+                gone++;
+            held[i--] = held[--nheld];
+        }
+        long p = ns_last_pid();
+        if (p == self || p <= 1 || p == last_stopped || kill(p, SIGSTOP) < 0)
+            continue;
+        last_stopped = p;
+        stopped++;
+        pid_comm(p, comm, sizeof comm);
+        if (strncmp(comm, "corral", 6) == 0 && nheld < 256) {
+            held[nheld++] = p;
+            caught++;
+        } else {
+            kill(p, SIGCONT);
+        }
+    }
+    for (long i = 0; i < nheld; i++)
+        kill(held[i], SIGCONT);
+    INFO("%ld processes stopped, %ld of them before their exec; %ld of those were gone while held, %ld still held at the end",
+         stopped, caught, gone, nheld);
+    if (caught == 0)
+        SETUP("no child was caught before its exec in %d s", secs);
+    BLOCKED("caught %ld children of the init stopped before their exec", caught);
+}
+
 static void init(int argc, char **argv) {
     (void)argc;
     (void)argv;
@@ -1460,6 +1575,7 @@ int main(int argc, char **argv) {
         {"mknod", mknod_dev}, {"procsys", procsys}, {"setns", setns_attempt}, {"rlimit", rlimits},
         {"cgroup", cgroup}, {"read-other", read_other}, {"net", net}, {"fds", fds}, {"cwd", cwd},
         {"exe", exe_watch}, {"sockets", sockets}, {"syscalls", syscalls}, {"status", status}, {"init", init},
+        {"spawn-window", spawn_window}, {"stop-spawns", stop_spawns},
     };
     for (unsigned i = 0; i < sizeof table / sizeof *table; i++) {
         if (!strcmp(a, table[i].name)) {
