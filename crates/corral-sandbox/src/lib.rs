@@ -15,6 +15,7 @@ pub mod namespaces;
 pub mod proto;
 pub mod rootfs;
 pub mod services;
+pub mod source;
 pub mod spawn;
 pub mod state;
 pub mod via_init;

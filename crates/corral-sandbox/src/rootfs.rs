@@ -4,12 +4,13 @@
 //! beneath the new root without following symlinks (see fsutil).
 
 use crate::fsutil::{self, ensure, fd_path, openat_beneath, Kind};
+use crate::source::{self, Source, SourceError};
 use corral_profile::plan::{MountOp, Plan, TmpPlan};
 use nix::errno::Errno;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// A step of building the rootfs failed: what was done, on which path, and
@@ -44,6 +45,12 @@ pub enum Cause {
     NotTmpDir,
     #[error("is owned by uid {owner}, not the tenant ({uid})")]
     Owner { owner: u32, uid: u32 },
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error("is not a regular file")]
+    NotRegular,
+    #[error("symlinks lead from one bind source to the next more than 8 times")]
+    TooDeep,
 }
 
 fn err(what: &'static str, path: &Path, cause: impl Into<Cause>) -> RootfsError {
@@ -163,17 +170,24 @@ impl Rootfs {
             MountOp::Symlink { target, dst } => self.symlink(target, dst),
             MountOp::File { dst, content, mode } => self.file(dst, content.as_bytes(), *mode),
             MountOp::Copy { src, dst, mode } => {
-                let data = std::fs::read(src).map_err(|e| err("copy: read", src, e))?;
-                let m = match mode {
-                    Some(m) => *m,
-                    None => {
-                        std::fs::metadata(src)
-                            .map_err(|e| err("copy: stat", src, e))?
-                            .permissions()
-                            .mode()
-                            & 0o7777
+                // A trusted symlink is followed (resolv.conf -> ../run/..);
+                // one a tenant could have planted is refused (see source).
+                let (fd, st) = match source::open(src, true) {
+                    Ok(Source::Object(fd, st)) => (fd, st),
+                    Ok(Source::Symlink { .. }) => {
+                        return Err(err("copy: source", src, Cause::Raced))
                     }
+                    Err(e) => return Err(err("copy: source", src, e)),
                 };
+                if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+                    return Err(err("copy: source", src, Cause::NotRegular));
+                }
+                let file = source::reopen(&fd, nix::fcntl::OFlag::O_RDONLY)
+                    .map_err(|e| err("copy: open", src, e))?;
+                let mut data = Vec::new();
+                std::io::Read::read_to_end(&mut std::fs::File::from(file), &mut data)
+                    .map_err(|e| err("copy: read", src, e))?;
+                let m = mode.unwrap_or(st.st_mode & 0o7777);
                 self.file(dst, &data, m)
             }
             MountOp::Proc { dst } => {
@@ -200,33 +214,72 @@ impl Rootfs {
         dev: bool,
         optional: bool,
     ) -> Result<(), RootfsError> {
-        let meta = match std::fs::symlink_metadata(src) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && optional => return Ok(()),
+        self.bind_source(src, dst, ro, dev, optional, 0)
+    }
+
+    fn bind_source(
+        &self,
+        src: &Path,
+        dst: &Path,
+        ro: bool,
+        dev: bool,
+        optional: bool,
+        depth: u32,
+    ) -> Result<(), RootfsError> {
+        // Opened without following a symlink that anyone but root could
+        // have made (see source): a tenant's link cannot turn a source
+        // under its home into a host path.
+        let (src_fd, st) = match source::open(src, false) {
+            Ok(Source::Object(fd, st)) => (fd, st),
+            Ok(Source::Symlink { target, trusted }) => {
+                // Merged-/usr layouts: /bin -> usr/bin. Mirror the link
+                // instead of binding its target, so the sandbox looks like
+                // the host.
+                self.symlink(&target, dst)?;
+                // A link root made to a place the sandbox does not show (a
+                // home at /home/alice -> /srv/alice) would dangle: its target
+                // is bound at its own path too. Never for a tenant's link.
+                if trusted && src == dst && depth < 8 {
+                    let abs = src.parent().unwrap_or(Path::new("/")).join(&target);
+                    let abs = lexical(&abs);
+                    if !self.exists(&abs) {
+                        return self.bind_source(&abs, &abs, ro, dev, optional, depth + 1);
+                    }
+                } else if depth >= 8 {
+                    return Err(err("bind: source", src, Cause::TooDeep));
+                }
+                return Ok(());
+            }
+            Err(e) if e.is_missing() && optional => return Ok(()),
             Err(e) => return Err(err("bind: source", src, e)),
         };
-        if meta.file_type().is_symlink() {
-            // Merged-/usr layouts: /bin -> usr/bin. Mirror the link instead of
-            // binding its target, so the sandbox looks like the host.
-            let target = std::fs::read_link(src).map_err(|e| err("bind: readlink", src, e))?;
-            return self.symlink(&target, dst);
-        }
-        let src_fd = nix::fcntl::open(
-            src,
-            nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
-            nix::sys::stat::Mode::empty(),
-        )
-        .map_err(|e| err("bind: open source", src, e))?;
-        // SAFETY: fresh fd from open(2), owned here only.
-        let src_fd: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(src_fd) };
-        let kind = if meta.is_dir() {
+        self.bind_object(src, &src_fd, &st, dst, ro, dev)
+    }
+
+    /// Whether `p` already resolves inside the new root (no symlinks).
+    fn exists(&self, p: &Path) -> bool {
+        let rel = fsutil::relative(p);
+        rel.is_empty() || openat_beneath(self.root.as_raw_fd(), &rel, libc::O_PATH, 0).is_ok()
+    }
+
+    /// Bind the object `src_fd` (opened from `src`) on `dst`.
+    fn bind_object(
+        &self,
+        src: &Path,
+        src_fd: &OwnedFd,
+        st: &nix::sys::stat::FileStat,
+        dst: &Path,
+        ro: bool,
+        dev: bool,
+    ) -> Result<(), RootfsError> {
+        let kind = if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
             Kind::Dir(0o755)
         } else {
             Kind::File(0o644)
         };
         let dst_fd = self.ensure(dst, kind)?;
         mount(
-            Some(fd_path(&src_fd).as_str()),
+            Some(fd_path(src_fd).as_str()),
             fd_path(&dst_fd).as_str(),
             NONE,
             MsFlags::MS_BIND | MsFlags::MS_REC,
@@ -450,44 +503,87 @@ impl Rootfs {
         match &plan.tmp {
             TmpPlan::Tmpfs { size } => self.tmpfs(Path::new("/tmp"), *size, 0o1777),
             TmpPlan::Disk { host_dir } => {
-                prepare_tmp_dir(host_dir, plan.tenant.uid, plan.tenant.gid)?;
-                self.bind(host_dir, Path::new("/tmp"), false, false, false)
+                let fd = prepare_tmp_dir(host_dir, plan.tenant.uid, plan.tenant.gid)?;
+                let st = nix::sys::stat::fstat(fd.as_raw_fd())
+                    .map_err(|e| err("tmp dir: stat", host_dir, e))?;
+                self.bind_object(host_dir, &fd, &st, Path::new("/tmp"), false, false)
             }
         }
     }
 }
 
+/// `p` with "." and ".." resolved by name ("/home/../srv/a" → "/srv/a").
+fn lexical(p: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in p.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::Normal(n) => out.push(n),
+            _ => {}
+        }
+    }
+    out
+}
+
 static STAGED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// The tenant's disk-backed /tmp: a real directory (never a symlink) owned by
-/// the tenant, mode 0700. Parents are created root-owned 0711.
-fn prepare_tmp_dir(dir: &Path, uid: u32, gid: u32) -> Result<(), RootfsError> {
-    if let Some(parent) = dir.parent() {
-        if !parent.exists() {
-            std::fs::create_dir_all(parent).map_err(|e| err("create tmp parent", parent, e))?;
-            std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o711))
-                .map_err(|e| err("chmod", parent, e))?;
+/// the tenant, mode 0700. Missing parents are created root-owned 0711. Every
+/// step goes through fds (mkdirat in the parent, fchown and fchmod on the
+/// directory itself), and the parent is opened with the symlink rules of
+/// [`source`]: a tenant that can write the parent (a /tmp inside its home)
+/// cannot swap the directory for a link and have root chown a host file.
+fn prepare_tmp_dir(dir: &Path, uid: u32, gid: u32) -> Result<OwnedFd, RootfsError> {
+    use nix::fcntl::OFlag;
+    let parent = dir.parent().unwrap_or(Path::new("/"));
+    let name = dir
+        .file_name()
+        .ok_or_else(|| err("tmp dir", dir, Cause::NotTmpDir))?;
+    let pfd = source::ensure_dir(parent, 0o711).map_err(|e| err("tmp dir: parent", parent, e))?;
+    let created = match nix::sys::stat::mkdirat(
+        Some(pfd.as_raw_fd()),
+        name,
+        nix::sys::stat::Mode::from_bits_truncate(0o700),
+    ) {
+        Ok(()) => true,
+        Err(Errno::EEXIST) => false,
+        Err(e) => return Err(err("create tmp dir", dir, e)),
+    };
+    let fl = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let fd = nix::fcntl::openat(
+        Some(pfd.as_raw_fd()),
+        name,
+        fl,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| match e {
+        Errno::ELOOP | Errno::ENOTDIR => err("tmp dir", dir, Cause::NotTmpDir),
+        e => err("open tmp dir", dir, e),
+    })?;
+    // SAFETY: openat just returned this fd; nothing else owns it.
+    let fd: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) };
+    if created {
+        nix::unistd::fchown(fd.as_raw_fd(), Some(uid.into()), Some(gid.into()))
+            .map_err(|e| err("chown", dir, e))?;
+        nix::sys::stat::fchmod(
+            fd.as_raw_fd(),
+            nix::sys::stat::Mode::from_bits_truncate(0o700),
+        )
+        .map_err(|e| err("chmod", dir, e))?;
+    } else {
+        let st = nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|e| err("stat", dir, e))?;
+        if st.st_uid != uid {
+            return Err(err(
+                "tmp dir",
+                dir,
+                Cause::Owner {
+                    owner: st.st_uid,
+                    uid,
+                },
+            ));
         }
     }
-    match std::fs::symlink_metadata(dir) {
-        Ok(m) if m.file_type().is_symlink() || !m.is_dir() => {
-            Err(err("tmp dir", dir, Cause::NotTmpDir))
-        }
-        Ok(m) if m.uid() != uid => Err(err(
-            "tmp dir",
-            dir,
-            Cause::Owner {
-                owner: m.uid(),
-                uid,
-            },
-        )),
-        Ok(_) => Ok(()),
-        Err(_) => {
-            std::fs::create_dir(dir).map_err(|e| err("create tmp dir", dir, e))?;
-            nix::unistd::chown(dir, Some(uid.into()), Some(gid.into()))
-                .map_err(|e| err("chown", dir, e))?;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-                .map_err(|e| err("chmod", dir, e))
-        }
-    }
+    Ok(fd)
 }

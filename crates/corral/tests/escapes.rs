@@ -1417,6 +1417,107 @@ fn capabilities_are_all_zero_and_no_new_privs_is_set() {
     });
 }
 
+/// A host directory only root can read, holding a secret file; removed on drop.
+struct RootOnly {
+    dir: tempfile::TempDir,
+    secret: String,
+}
+
+impl RootOnly {
+    fn new() -> RootOnly {
+        let dir = tempfile::Builder::new()
+            .prefix("corral-escape-rootonly")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let secret = format!("corral-rootonly-secret-{}", uniq());
+        std::fs::write(dir.path().join("secret"), &secret).unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("sub/secret"), &secret).unwrap();
+        std::fs::set_permissions(
+            dir.path().join("secret"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+        RootOnly { dir, secret }
+    }
+}
+
+#[test]
+fn rootfs_sources_under_a_tenants_home_do_not_follow_its_symlinks() {
+    each_mode("sources", |env, _| {
+        let host = RootOnly::new();
+        let hostdir = host.dir.path().to_str().unwrap().to_string();
+        let home = home_of(T3);
+        let link = home.join(format!(".corral-src-{}", uniq()));
+        let name = link.file_name().unwrap().to_str().unwrap().to_string();
+        let _cleanup = Cleanup(vec![link.clone()]);
+        std::os::unix::fs::symlink(&hostdir, &link).unwrap();
+        std::os::unix::fs::lchown(&link, Some(uid_of(T3)), None).unwrap();
+        let mut c = Checks::default();
+        // A bind through the link (the template's $HOME/.php-sessions, with
+        // .php-sessions swapped for a link), a copy of a file through it, and
+        // the disk /tmp below it.
+        let cases = [
+            (
+                "bind of $HOME/LINK/sub",
+                format!("[[mount]]\ntype = \"bind\"\nsrc = \"$HOME/{name}/sub\"\ndst = \"/var/lib/php/sessions\"\n"),
+                "cat /var/lib/php/sessions/secret",
+            ),
+            (
+                "copy of $HOME/LINK/secret",
+                format!("[[mount]]\ntype = \"copy\"\nsrc = \"$HOME/{name}/secret\"\ndst = \"/etc/corral-copied\"\nmode = \"0644\"\n"),
+                "cat /etc/corral-copied",
+            ),
+            (
+                "disk /tmp at $HOME/LINK/tmp",
+                format!("[tmp]\nkind = \"disk\"\ndir = \"$HOME/{name}/tmp\"\n"),
+                "cat /tmp/../secret; ls -ld /tmp",
+            ),
+        ];
+        for (what, profile, look) in &cases {
+            env.write_config(&format!("tenants/{T3}.toml"), profile);
+            let o = env.run(&["up", T3]);
+            let err = String::from_utf8_lossy(&o.stderr).into_owned();
+            println!("-- {what}: exit {:?}: {}", o.status.code(), err.trim());
+            if o.status.success() {
+                let inside = env.run(&["run", T3, "--", "/bin/sh", "-c", look]);
+                let out = String::from_utf8_lossy(&inside.stdout).into_owned();
+                env.run(&["down", T3]);
+                if out.contains(&host.secret) {
+                    c.fail(format!(
+                        "ESCAPED: {what}: the tenant read a root-only host file: {out}"
+                    ));
+                    continue;
+                }
+            } else if !err.contains("symlink in a directory") {
+                c.fail(format!("{what}: refused, but not for the link: {err}"));
+                continue;
+            }
+            if std::fs::symlink_metadata(host.dir.path().join("tmp")).is_ok() {
+                c.fail(format!(
+                    "ESCAPED: {what}: root created a directory in {hostdir} for the tenant"
+                ));
+                let _ = std::fs::remove_dir(host.dir.path().join("tmp"));
+                continue;
+            }
+            c.add(Ok(format!("{what}: refused")));
+        }
+        c.done()
+    });
+}
+
+/// Paths removed on drop (files, links, or empty directories).
+struct Cleanup(Vec<PathBuf>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p).or_else(|_| std::fs::remove_dir(p));
+        }
+    }
+}
+
 /// A host sysctl set for the length of a test and restored on drop (also
 /// when the test panics).
 struct Sysctl {

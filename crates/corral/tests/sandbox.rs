@@ -817,3 +817,77 @@ fn the_cgroup_namespace_hides_where_the_tenant_sits() {
         }
     }
 }
+
+/// A Unix user made for one test, with its home a symlink made by root
+/// (/home/NAME -> /srv/NAME-real), removed with its files on drop.
+struct LinkedHomeUser {
+    name: String,
+    real: std::path::PathBuf,
+    link: std::path::PathBuf,
+}
+
+impl LinkedHomeUser {
+    fn new() -> LinkedHomeUser {
+        let name = format!("corral-lh{}", std::process::id() % 100000);
+        let real = std::path::PathBuf::from(format!("/srv/{name}-real"));
+        let link = std::path::PathBuf::from(format!("/home/{name}"));
+        let u = LinkedHomeUser { name, real, link };
+        let st = std::process::Command::new("useradd")
+            .args(["--no-create-home", "--home-dir"])
+            .arg(&u.link)
+            .args(["--shell", "/bin/sh", "--user-group", &u.name])
+            .status()
+            .unwrap();
+        assert!(st.success(), "useradd {}", u.name);
+        std::fs::create_dir_all(&u.real).unwrap();
+        std::os::unix::fs::symlink(&u.real, &u.link).unwrap();
+        let uid = uid_of(&u.name);
+        std::os::unix::fs::chown(&u.real, Some(uid), Some(uid)).unwrap();
+        std::fs::write(u.real.join("hello"), "hello from a linked home\n").unwrap();
+        std::os::unix::fs::chown(u.real.join("hello"), Some(uid), Some(uid)).unwrap();
+        u
+    }
+}
+
+impl Drop for LinkedHomeUser {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.link);
+        let _ = std::fs::remove_dir_all(&self.real);
+        let _ = std::process::Command::new("userdel")
+            .arg(&self.name)
+            .status();
+    }
+}
+
+#[test]
+fn a_home_that_is_a_symlink_made_by_root_is_the_tenants_home_inside() {
+    let user = LinkedHomeUser::new();
+    let env = Env::new();
+    env.default_profile_with("");
+    let out = env.sh(
+        &user.name,
+        "cd \"$HOME\" && pwd && pwd -P && cat hello && touch made-inside && echo ok",
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines.first().copied(),
+        Some(user.link.to_str().unwrap()),
+        "{out}"
+    );
+    assert_eq!(
+        lines.get(1).copied(),
+        Some(user.real.to_str().unwrap()),
+        "{out}"
+    );
+    assert_eq!(
+        lines.get(2).copied(),
+        Some("hello from a linked home"),
+        "{out}"
+    );
+    assert_eq!(lines.get(3).copied(), Some("ok"), "{out}");
+    assert!(
+        user.real.join("made-inside").is_file(),
+        "written through to the real home"
+    );
+    env.ok(&["down", &user.name]);
+}
