@@ -203,6 +203,7 @@ fn privileged(
         listen_pid: false,
         reset_signals: None,
         reset_sched: unusual_policy(),
+        reset_oom: false,
     };
     let spawn_err = |e| join_err(join::JoinError::Spawn(e));
     let exec = Exec::prepare(&entered.security, &entered.rlimits, spec).map_err(spawn_err)?;

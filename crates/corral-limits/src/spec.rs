@@ -344,9 +344,11 @@ impl Limits {
         if let Some(n) = r.nofile {
             out.push((libc::RLIMIT_NOFILE as libc::c_int, n, n));
         }
-        if let Some(n) = r.core {
-            out.push((libc::RLIMIT_CORE as libc::c_int, n, n));
-        }
+        // No core files unless the plan asks: a tenant's crash would
+        // otherwise feed the host's core handler, which is often a pipe to a
+        // program run as root (systemd-coredump, apport).
+        let core = r.core.unwrap_or(0);
+        out.push((libc::RLIMIT_CORE as libc::c_int, core, core));
         if let Some(n) = r.cpu_seconds {
             out.push((libc::RLIMIT_CPU as libc::c_int, n, n + 1));
         }

@@ -78,6 +78,9 @@ struct Spawner {
     /// Its own policy is not SCHED_OTHER (it serves as a batch task):
     /// children are set back. Taken once, when serving starts.
     reset_sched: bool,
+    /// The host protected the init from the OOM killer (lifecycle): its
+    /// children go back to 0.
+    reset_oom: bool,
     rlimits: Vec<(libc::c_int, u64, u64)>,
     devnull: OwnedFd,
     /// The stack every spawned child runs on until its exec.
@@ -168,6 +171,7 @@ pub fn main() -> ! {
     // Ready, so whoever sees the sandbox up sees its init as it will stay.
     crate::spawn::batch_scheduling();
     init.spawner.reset_sched = crate::spawn::unusual_policy();
+    init.spawner.reset_oom = crate::spawn::oom_score_adjusted();
     if send_setup(&mut setup, &SetupReply::Ready).is_err() {
         std::process::exit(1);
     }
@@ -230,6 +234,7 @@ impl Spawner {
             listen_pid: !pass_fds.is_empty(),
             reset_signals: Some(&self.reset_signals),
             reset_sched: self.reset_sched,
+            reset_oom: self.reset_oom,
         };
         Exec::prepare(&self.security, &self.rlimits, spec)?.spawn(&mut self.stack)
     }
@@ -333,6 +338,7 @@ fn prepare(
             rlimits: limits.rlimits(),
             reset_signals: crate::spawn::non_default_signals(),
             reset_sched: false,
+            reset_oom: false,
             security,
             devnull,
         },

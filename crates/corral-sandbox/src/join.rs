@@ -259,6 +259,7 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
         listen_pid: false,
         reset_signals: None,
         reset_sched: crate::spawn::unusual_policy(),
+        reset_oom: false,
     };
     let exec = Exec::prepare(security, rlimits, spec)?;
     let pid = exec.spawn(&mut ChildStack::new()?)?;

@@ -206,6 +206,7 @@ fn create(
     .map_err(sys("socketpair"))?;
     let pid = start_init(plan, opts, &cg, setup_init, listener)?;
     undo.init = Some(pid);
+    protect_from_oom(plan, pid)?;
 
     let mut setup = std::fs::File::from(setup_host);
     let msg = serde_json::to_vec(&crate::init::Setup {
@@ -305,6 +306,34 @@ impl Drop for Undo {
 }
 
 /// The services' fds, as one message after the plan (see `init::receive_fds`).
+/// The init's `oom_score_adj`: a tenant that fills its memory cgroup (with
+/// /dev/shm or tmpfs pages, which count against no process) must not get
+/// the OOM killer to pick its init and so rebuild its sandbox at will.
+/// Docker gives its shim the same -999. Written here, by root on the host,
+/// which also sets the floor (`oom_score_adj_min`) the tenant's processes
+/// inherit; each child the init starts goes back to 0 before its uid change,
+/// while it still holds CAP_SYS_RESOURCE, which moves that floor back to 0
+/// too (spawn.rs). With a user namespace the child has no CAP_SYS_RESOURCE
+/// over the host, so the floor would stay at -999 and a tenant process could
+/// lower its own score to the init's: the init keeps 0 there.
+pub const INIT_OOM_SCORE_ADJ: i32 = -999;
+
+fn protect_from_oom(plan: &Plan, pid: i32) -> Result<(), SandboxError> {
+    if plan.namespaces.user {
+        return Ok(());
+    }
+    match std::fs::write(
+        format!("/proc/{pid}/oom_score_adj"),
+        INIT_OOM_SCORE_ADJ.to_string(),
+    ) {
+        // Lowering needs CAP_SYS_RESOURCE, which some containers' root
+        // lacks: there the init keeps 0 and /dev/shm's cap (rootfs) is what
+        // stands (docs/security.md).
+        Err(e) if e.raw_os_error() == Some(libc::EACCES) => Ok(()),
+        r => r.map_err(io("set the tenant init's oom_score_adj")),
+    }
+}
+
 fn send_fds(setup: &std::fs::File, fds: &[OwnedFd]) -> Result<(), Errno> {
     let raw: Vec<std::os::fd::RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
     let iov = [std::io::IoSlice::new(&[0u8])];

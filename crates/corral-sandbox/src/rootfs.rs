@@ -63,6 +63,9 @@ fn err(what: &'static str, path: &Path, cause: impl Into<Cause>) -> RootfsError 
 
 const NONE: Option<&str> = None;
 
+/// Size of the sandbox's /dev/shm (POSIX shared memory, semaphores).
+pub const SHM_SIZE: u64 = 64 << 20;
+
 /// Build the rootfs on a fresh tmpfs mounted at `newroot` (an existing empty
 /// host directory), then pivot into it.
 pub fn build(plan: &Plan, newroot: &Path) -> Result<(), RootfsError> {
@@ -443,7 +446,11 @@ impl Rootfs {
         )
         .map_err(|e| err("mount devpts on", &pts, e))?;
         self.symlink(Path::new("pts/ptmx"), &dst.join("ptmx"))?;
-        self.tmpfs(&dst.join("shm"), None, 0o1777)?;
+        // Capped like Docker's (64 MiB): its pages count against the
+        // tenant's memory cgroup but against no process, so an uncapped one
+        // fills the cgroup and makes the OOM killer pick a process that
+        // holds none of it.
+        self.tmpfs(&dst.join("shm"), Some(SHM_SIZE), 0o1777)?;
         for (name, target) in [
             ("fd", "/proc/self/fd"),
             ("stdin", "/proc/self/fd/0"),

@@ -108,6 +108,7 @@ pub struct Exec<'a> {
     /// (the init runs SCHED_BATCH, see [`batch_scheduling`]): the child
     /// goes back to SCHED_OTHER. A tenant never inherits a policy.
     reset_sched: bool,
+    reset_oom: bool,
 }
 
 fn cstr(s: &str) -> Result<CString, SpawnError> {
@@ -155,6 +156,10 @@ pub struct ExecSpec<'a> {
     /// ([`unusual_policy`], taken once by a long-lived spawner): the child
     /// goes back to SCHED_OTHER.
     pub reset_sched: bool,
+    /// The forking process has a non-zero `oom_score_adj`
+    /// ([`oom_score_adjusted`]): the child writes 0 to its own, as root,
+    /// before its uid change.
+    pub reset_oom: bool,
 }
 
 impl<'a> Exec<'a> {
@@ -222,6 +227,7 @@ impl<'a> Exec<'a> {
                 && unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() },
             reset_signals: spec.reset_signals,
             reset_sched: spec.reset_sched,
+            reset_oom: spec.reset_oom,
         };
         e.argv_ptrs = e
             .argv
@@ -360,6 +366,11 @@ impl<'a> Exec<'a> {
                 fail(Step::Scheduler, Errno::last());
             }
         }
+        if self.reset_oom {
+            if let Err(errno) = reset_oom_score() {
+                fail(Step::OomScore, errno);
+            }
+        }
         for (target, src) in self.stdio.iter().enumerate() {
             if let Some(src) = src {
                 if *src != target as RawFd {
@@ -460,6 +471,40 @@ impl<'a> Exec<'a> {
         };
         fail(Step::Exec, Errno::last())
     }
+}
+
+/// Write "0" to /proc/self/oom_score_adj (async-signal-safe: raw calls on
+/// static strings). As root with CAP_SYS_RESOURCE this also sets the floor a
+/// process may lower itself to back to 0.
+fn reset_oom_score() -> Result<(), Errno> {
+    // SAFETY: a static NUL-terminated path.
+    let fd = unsafe {
+        libc::open(
+            c"/proc/self/oom_score_adj".as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(Errno::last());
+    }
+    // SAFETY: one byte of a static string, to the fd just opened.
+    let n = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
+    let errno = Errno::last();
+    // SAFETY: closing the fd opened above.
+    unsafe { libc::close(fd) };
+    if n == 1 {
+        Ok(())
+    } else {
+        Err(errno)
+    }
+}
+
+/// Whether this process's `oom_score_adj` is not 0 (read once by a
+/// long-lived spawner, after the host has set it).
+pub fn oom_score_adjusted() -> bool {
+    std::fs::read_to_string("/proc/self/oom_score_adj")
+        .map(|s| s.trim() != "0")
+        .unwrap_or(false)
 }
 
 /// Sleep until the kernel clears `running` (the child exec'd or exited).
@@ -791,6 +836,7 @@ mod tests {
             listen_pid: false,
             reset_signals: None,
             reset_sched: false,
+            reset_oom: false,
         }
     }
 

@@ -43,6 +43,8 @@ pub enum Step {
     Unshare = 18,
     MapIds = 19,
     ExecInit = 20,
+    /// Back to oom_score_adj 0 from the init's -999.
+    OomScore = 21,
 }
 
 impl Step {
@@ -51,7 +53,7 @@ impl Step {
     pub const SEQUENCE: &'static [Step] = Step::ALL.split_at(7).0;
 
     /// Every step, in order of their codes.
-    pub const ALL: [Step; 20] = [
+    pub const ALL: [Step; 21] = [
         Step::DropBoundingSet,
         Step::Identity,
         Step::ClearAmbient,
@@ -72,6 +74,7 @@ impl Step {
         Step::Unshare,
         Step::MapIds,
         Step::ExecInit,
+        Step::OomScore,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -96,6 +99,7 @@ impl Step {
             Step::Unshare => "unshare the namespaces",
             Step::MapIds => "map the user namespace's ids",
             Step::ExecInit => "exec corral-init",
+            Step::OomScore => "reset oom_score_adj",
         }
     }
 
@@ -173,11 +177,11 @@ mod tests {
         }
         assert_eq!(Step::decode([0, 0, 0, 0, 1, 0, 0, 0]), None);
         assert_eq!(Step::decode([1, 1, 0, 0, 1, 0, 0, 0]), None);
-        assert_eq!(Step::decode([21, 0, 0, 0, 1, 0, 0, 0]), None);
+        assert_eq!(Step::decode([22, 0, 0, 0, 1, 0, 0, 0]), None);
         let codes: Vec<u8> = Step::ALL.iter().map(|s| s.code()).collect();
         assert_eq!(
             codes,
-            (1..=20).collect::<Vec<u8>>(),
+            (1..=21).collect::<Vec<u8>>(),
             "codes follow the order"
         );
     }

@@ -1518,6 +1518,100 @@ impl Drop for Cleanup {
     }
 }
 
+#[test]
+fn filling_memory_through_dev_shm_does_not_kill_the_init() {
+    each_mode("oom", |env, mode| {
+        env.write_config(
+            &format!("tenants/{T1}.toml"),
+            "[limits]\nmemory.max = \"128M\"\n",
+        );
+        env.ok(&["up", T1]);
+        let pid = env.init_pid(T1);
+        let start = start_time(pid);
+        let mut c = Checks::default();
+        // /dev/shm's pages count against the cgroup and no process: filled
+        // past the limit, the OOM killer picks among the processes, the
+        // init included.
+        let o = env.run(&[
+            "run",
+            T1,
+            "--",
+            "/bin/sh",
+            "-c",
+            "dd if=/dev/zero of=/dev/shm/fill bs=1M count=300 2>&1; \
+             rm -f /dev/shm/fill; cat /proc/self/oom_score_adj; \
+             (echo -999 > /proc/self/oom_score_adj) 2>/dev/null && echo lowered; true",
+        ]);
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        println!("-- inside: {out}");
+        std::thread::sleep(Duration::from_millis(200));
+        if start_time(pid) != start {
+            c.fail(format!("ESCAPED: {T1}'s init (host pid {pid}) was killed after /dev/shm filled the cgroup: {out}"));
+        } else {
+            c.add(Ok("the init survived a full /dev/shm".into()));
+        }
+        if !out.contains("No space left") {
+            c.fail(format!("/dev/shm took 300 MiB (no size cap): {out}"));
+        }
+        if out.contains("lowered") {
+            c.fail(format!(
+                "ESCAPED: a tenant process lowered its oom_score_adj to -999: {out}"
+            ));
+        }
+        let adj = std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj")).unwrap_or_default();
+        // Lowering it takes CAP_SYS_RESOURCE, which the host's root may
+        // lack (some VMs and containers): then corral leaves it at 0.
+        let can = host_has_cap(24);
+        if !can {
+            println!("-- note: no CAP_SYS_RESOURCE here: the init's -999 cannot be set or checked");
+        }
+        let want = if mode.userns || !can { "0" } else { "-999" };
+        if adj.trim() != want {
+            c.fail(format!(
+                "the init's oom_score_adj is {}, expected {want}",
+                adj.trim()
+            ));
+        }
+        c.done()
+    });
+}
+
+#[test]
+fn tenant_crashes_dump_no_core_by_default() {
+    each_mode("core", |env, _| {
+        let o = env.ok(&[
+            "run",
+            T1,
+            "--",
+            "/bin/sh",
+            "-c",
+            "ulimit -H -c; (ulimit -c unlimited) 2>/dev/null && echo raised; true",
+        ]);
+        println!("-- inside: {o}");
+        assert_eq!(
+            o.lines().next(),
+            Some("0"),
+            "RLIMIT_CORE hard limit inside: {o}"
+        );
+        assert!(
+            !o.contains("raised"),
+            "ESCAPED: the tenant raised RLIMIT_CORE: {o}"
+        );
+        Verdict::Blocked("RLIMIT_CORE is 0 and cannot be raised".into())
+    });
+}
+
+/// Whether this process holds capability `cap` (its effective set).
+fn host_has_cap(cap: u32) -> bool {
+    let st = std::fs::read_to_string("/proc/self/status").unwrap();
+    let eff = st
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    eff & (1 << cap) != 0
+}
+
 /// A host sysctl set for the length of a test and restored on drop (also
 /// when the test panics).
 struct Sysctl {
