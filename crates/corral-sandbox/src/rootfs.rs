@@ -10,6 +10,7 @@ use nix::errno::Errno;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -62,6 +63,24 @@ fn err(what: &'static str, path: &Path, cause: impl Into<Cause>) -> RootfsError 
 }
 
 const NONE: Option<&str> = None;
+
+/// Masked in every sandbox's /proc (Docker's list): an empty read-only
+/// directory or an empty file over each.
+const PROC_MASKED: &[&str] = &[
+    "acpi",
+    "asound",
+    "interrupts",
+    "kcore",
+    "keys",
+    "latency_stats",
+    "sched_debug",
+    "scsi",
+    "timer_list",
+    "timer_stats",
+];
+
+/// Read-only in every sandbox's /proc (Docker's list).
+const PROC_READ_ONLY: &[&str] = &["bus", "fs", "irq", "sys", "sysrq-trigger"];
 
 /// Size of the sandbox's /dev/shm (POSIX shared memory, semaphores).
 pub const SHM_SIZE: u64 = 64 << 20;
@@ -197,7 +216,8 @@ impl Rootfs {
                 let fd = self.ensure(dst, Kind::Dir(0o555))?;
                 let fl = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
                 mount(Some("proc"), fd_path(&fd).as_str(), Some("proc"), fl, NONE)
-                    .map_err(|e| err("mount proc on", dst, e))
+                    .map_err(|e| err("mount proc on", dst, e))?;
+                self.mask_proc(dst)
             }
             MountOp::Dev { dst } => self.dev(dst),
             MountOp::RemountRo { dst } => {
@@ -462,7 +482,92 @@ impl Rootfs {
         Ok(())
     }
 
+    /// What Docker's default (and runc's) masks and makes read-only in a
+    /// container's /proc: host-wide state a tenant has no use for (kernel
+    /// memory, keys of other users' keyrings by id, timers and interrupts of
+    /// every process, which leak activity) and kernel knobs that only root
+    /// could write, made read-only for the init too.
+    fn mask_proc(&self, proc: &Path) -> Result<(), RootfsError> {
+        for name in PROC_MASKED {
+            self.hide(&proc.join(name))?;
+        }
+        for name in PROC_READ_ONLY {
+            let dst = proc.join(name);
+            let fd = match openat_beneath(
+                self.root.as_raw_fd(),
+                &fsutil::relative(&dst),
+                libc::O_PATH,
+                0,
+            ) {
+                Ok(fd) => fd,
+                Err(Errno::ENOENT) => continue,
+                Err(e) => return Err(err("proc: open", &dst, e)),
+            };
+            let p = fd_path(&fd);
+            mount(Some(p.as_str()), p.as_str(), NONE, MsFlags::MS_BIND | MsFlags::MS_REC, NONE)
+                .map_err(|e| err("proc: bind", &dst, e))?;
+            let mounted = self.reopen(&dst)?;
+            fsutil::set_attrs_recursive(
+                &mounted,
+                fsutil::MOUNT_ATTR_RDONLY | fsutil::MOUNT_ATTR_NOSUID | fsutil::MOUNT_ATTR_NODEV,
+            )
+            .map_err(|e| err("proc: read-only", &dst, e))?;
+        }
+        Ok(())
+    }
+
+    /// Hide `dst`, or every path it matches when a component is `*` (any
+    /// name not starting with a dot, in the new root as built so far:
+    /// `/etc/php/*/fpm/pool.d`).
     fn hide(&self, dst: &Path) -> Result<(), RootfsError> {
+        if dst.components().any(|c| c.as_os_str() == "*") {
+            for p in self.expand(dst)? {
+                self.hide_one(&p)?;
+            }
+            return Ok(());
+        }
+        self.hide_one(dst)
+    }
+
+    /// The paths of the new root that `pattern` (whole-component `*`)
+    /// matches, sorted.
+    fn expand(&self, pattern: &Path) -> Result<Vec<PathBuf>, RootfsError> {
+        let mut found = vec![PathBuf::from("/")];
+        for c in pattern.components().skip(1) {
+            let name = c.as_os_str();
+            let mut next = Vec::new();
+            for dir in &found {
+                if name != "*" {
+                    next.push(dir.join(name));
+                    continue;
+                }
+                let fd = match openat_beneath(
+                    self.root.as_raw_fd(),
+                    &fsutil::relative(dir),
+                    libc::O_RDONLY | libc::O_DIRECTORY,
+                    0,
+                ) {
+                    Ok(fd) => fd,
+                    Err(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP) => continue,
+                    Err(e) => return Err(err("hide: open", dir, e)),
+                };
+                let mut d = nix::dir::Dir::from_fd(std::os::fd::IntoRawFd::into_raw_fd(fd))
+                    .map_err(|e| err("hide: read", dir, e))?;
+                let mut names: Vec<_> = d
+                    .iter()
+                    .flatten()
+                    .map(|e| std::ffi::OsStr::from_bytes(e.file_name().to_bytes()).to_owned())
+                    .filter(|n| !n.as_bytes().starts_with(b"."))
+                    .collect();
+                names.sort();
+                next.extend(names.into_iter().map(|n| dir.join(n)));
+            }
+            found = next;
+        }
+        Ok(found)
+    }
+
+    fn hide_one(&self, dst: &Path) -> Result<(), RootfsError> {
         let fd = match openat_beneath(
             self.root.as_raw_fd(),
             &fsutil::relative(dst),

@@ -1601,6 +1601,62 @@ fn tenant_crashes_dump_no_core_by_default() {
     });
 }
 
+#[test]
+fn host_wide_proc_files_and_other_tenants_fpm_pools_are_hidden() {
+    // A pool file of "another tenant" on the host, as Debian's php-fpm
+    // packages keep them.
+    let pools: Vec<PathBuf> = std::fs::read_dir("/etc/php")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path().join("fpm/pool.d"))
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default();
+    let secret = format!("corral-pool-secret-{}", uniq());
+    let planted: Vec<PathBuf> = pools
+        .iter()
+        .map(|d| d.join(format!("corral-escape-{}.conf", uniq())))
+        .collect();
+    let _cleanup = Cleanup(planted.clone());
+    for p in &planted {
+        std::fs::write(p, format!("[other]\nenv[DB_PASSWORD] = {secret}\n")).unwrap();
+    }
+    each_mode("proc_masks", |env, _| {
+        let o = env.ok(&[
+            "run", T1, "--", "/bin/sh", "-c",
+            "for f in keys timer_list interrupts sched_debug latency_stats; do \
+               test -e /proc/$f && echo \"$f $(wc -c < /proc/$f)\"; done; \
+             ls /proc/acpi /proc/scsi 2>/dev/null | wc -l; \
+             (echo x > /proc/sys/kernel/hostname) 2>/dev/null && echo sys-writable; \
+             cat /etc/php/*/fpm/pool.d/* 2>/dev/null; echo end",
+        ]);
+        println!("-- inside: {o}");
+        let mut c = Checks::default();
+        for l in o.lines() {
+            if let Some((f, n)) = l.split_once(' ') {
+                if n.trim() != "0" {
+                    c.fail(format!("ESCAPED: /proc/{f} shows {n} bytes of host-wide state"));
+                }
+            }
+        }
+        if o.contains("sys-writable") {
+            c.fail("/proc/sys is writable".into());
+        }
+        if o.contains(&secret) {
+            c.fail("ESCAPED: another tenant's FPM pool file is readable".into());
+        }
+        if !o.trim_end().ends_with("end") {
+            c.fail(format!("the check did not run to its end: {o}"));
+        }
+        c.add(Ok(format!(
+            "/proc masks, read-only /proc/sys, {} pool dir(s) hidden",
+            pools.len()
+        )));
+        c.done()
+    });
+}
+
 /// Whether this process holds capability `cap` (its effective set).
 fn host_has_cap(cap: u32) -> bool {
     let st = std::fs::read_to_string("/proc/self/status").unwrap();
