@@ -15,6 +15,7 @@
 pub mod cgienv;
 mod conn;
 pub mod control;
+pub mod fsid;
 mod link;
 pub mod log;
 pub mod map;
