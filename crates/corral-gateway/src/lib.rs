@@ -19,6 +19,7 @@ pub mod fsid;
 mod link;
 pub mod log;
 pub mod map;
+pub mod peer;
 mod request;
 pub mod safety;
 pub mod server;

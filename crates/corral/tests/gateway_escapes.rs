@@ -83,8 +83,11 @@ impl Gw {
             .tempdir_in("/var/tmp")
             .unwrap();
         // Tenants must reach a unix socket in here (when the test says so).
-        std::fs::set_permissions(tmp.path(), std::os::unix::fs::PermissionsExt::from_mode(0o711))
-            .unwrap();
+        std::fs::set_permissions(
+            tmp.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o711),
+        )
+        .unwrap();
         let listen = if listen == "unix:" {
             format!("unix:{}", tmp.path().join("gw.sock").display())
         } else {
@@ -538,7 +541,10 @@ fn idle_and_half_sent_connections_are_closed_and_logged() {
         t.elapsed()
     );
     let log = g.log();
-    let lines: Vec<&str> = log.lines().filter(|l| l.contains("idle timeout")).collect();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("idle timeout: "))
+        .collect();
     assert!(
         lines.iter().any(|l| l.contains("truncated FastCGI record")),
         "{log}"
@@ -548,7 +554,9 @@ fn idle_and_half_sent_connections_are_closed_and_logged() {
         "{log}"
     );
     assert!(
-        lines.iter().all(|l| l.contains("127.0.0.1:") && l.contains("uid 0")),
+        lines
+            .iter()
+            .all(|l| l.contains("127.0.0.1:") && l.contains("uid 0")),
         "every line names the peer: {log}"
     );
     assert!(lines.len() >= 5, "{log}");
