@@ -497,9 +497,33 @@ fn idle_and_half_sent_connections_are_closed_and_logged() {
     encode_stream(Stream::Params, 1, &p, &mut unfinished);
     // Half a record: a header announcing 100 bytes, 10 of them sent.
     let truncated = [&[1u8, 4, 0, 1, 0, 100, 0, 0][..], &[0u8; 10]].concat();
+    // A body that stops half-way (the script waits for the rest).
+    let reader = g.script(
+        T1,
+        "read.cgi",
+        "#!/bin/sh\ncat >/dev/null\nprintf 'Content-Type: text/plain\\n\\nread\\n'\n",
+    );
+    let reader = reader.display().to_string();
+    let mut stalled = request_bytes(
+        1,
+        &[
+            ("SCRIPT_FILENAME", reader.as_str()),
+            ("REQUEST_METHOD", "POST"),
+            ("CONTENT_LENGTH", "100"),
+        ],
+        false,
+    );
+    encode_stream(Stream::Stdin, 1, b"0123456789", &mut stalled);
     let mut idle = Vec::new();
     let t = Instant::now();
-    for what in [&b""[..], &b""[..], &unfinished, &unfinished, &truncated] {
+    for what in [
+        &b""[..],
+        &b""[..],
+        &unfinished,
+        &unfinished,
+        &truncated,
+        &stalled,
+    ] {
         let mut c = g.connect();
         c.write_all(what).unwrap();
         idle.push(c);
@@ -516,7 +540,7 @@ fn idle_and_half_sent_connections_are_closed_and_logged() {
         }
         std::thread::sleep(Duration::from_millis(700));
     }
-    // 6 of 8 slots are taken: a normal request is still answered.
+    // 7 of 8 slots are taken: a normal request is still answered.
     assert_eq!(g.request(&pairs(&params)).map(|a| a.status), Some(200));
     for (n, c) in idle.iter_mut().enumerate() {
         c.set_read_timeout(Duration::from_secs(10));
@@ -559,7 +583,13 @@ fn idle_and_half_sent_connections_are_closed_and_logged() {
             .all(|l| l.contains("127.0.0.1:") && l.contains("uid 0")),
         "every line names the peer: {log}"
     );
-    assert!(lines.len() >= 5, "{log}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("FCGI_STDIN stalled for request 1") && l.contains("read.cgi")),
+        "{log}"
+    );
+    assert!(lines.len() >= 7, "{log}");
 }
 
 /// One allowed uid (T3 standing for a second web server) cannot take every
