@@ -4,7 +4,8 @@
 //!
 //! 1. `SCRIPT_FILENAME` is an absolute path without `..` components;
 //! 2. the tenant comes from the map (host or docroot), else it is the
-//!    owner of the script (the file the path resolves to);
+//!    owner of the space the path lies in (the first component root does
+//!    not own), and then must own the script the path resolves to;
 //! 3. the tenant is a real user with uid >= `min_uid` (never root or a
 //!    system account);
 //! 4. the path as requested lies inside one of the tenant's areas (home, or
@@ -14,6 +15,12 @@
 //!    by group or others, not setuid/setgid, executable by its owner;
 //! 6. its directory is owned by the tenant (or root) and not writable by
 //!    group or others.
+//!
+//! Every look at the filesystem from rule 4 on is made with the tenant's
+//! filesystem identity ([`crate::fsid`]), never root's, and rule 2's walk
+//! (without a map) follows only root's own components: a symlink a tenant
+//! plants resolves only as far as the tenant could follow it, so the answer
+//! cannot tell whether a path only root may see exists.
 //!
 //! Between these checks and the exec the tenant could replace the file; but
 //! the exec happens inside the tenant's sandbox, as the tenant, where only
