@@ -15,9 +15,11 @@
 pub mod cgienv;
 mod conn;
 pub mod control;
+pub mod fsid;
 mod link;
 pub mod log;
 pub mod map;
+pub mod peer;
 mod request;
 pub mod safety;
 pub mod server;

@@ -4,7 +4,8 @@
 //!
 //! 1. `SCRIPT_FILENAME` is an absolute path without `..` components;
 //! 2. the tenant comes from the map (host or docroot), else it is the
-//!    owner of the script (the file the path resolves to);
+//!    owner of the space the path lies in (the first component root does
+//!    not own), and then must own the script the path resolves to;
 //! 3. the tenant is a real user with uid >= `min_uid` (never root or a
 //!    system account);
 //! 4. the path as requested lies inside one of the tenant's areas (home, or
@@ -14,6 +15,12 @@
 //!    by group or others, not setuid/setgid, executable by its owner;
 //! 6. its directory is owned by the tenant (or root) and not writable by
 //!    group or others.
+//!
+//! Every look at the filesystem from rule 4 on is made with the tenant's
+//! filesystem identity ([`crate::fsid`]), never root's, and rule 2's walk
+//! (without a map) follows only root's own components: a symlink a tenant
+//! plants resolves only as far as the tenant could follow it, so the answer
+//! cannot tell whether a path only root may see exists.
 //!
 //! Between these checks and the exec the tenant could replace the file; but
 //! the exec happens inside the tenant's sandbox, as the tenant, where only
@@ -135,16 +142,20 @@ impl UserKey {
     }
 }
 
-/// A script found and its tenant chosen (rules 1–2); the remaining rules
-/// need the tenant's passwd entry: see [`verify`].
+/// A script's path checked and its space's owner found (rules 1–2, no
+/// passwd lookup); the remaining rules need the tenant's passwd entry.
 #[derive(Debug)]
 pub struct Located {
+    /// Whose space the path lies in: the map's tenant, or (without a map
+    /// entry) the owner of the first path component root does not own.
     pub key: UserKey,
     mapped_by: Option<MappedBy>,
     requested: PathBuf,
-    real: PathBuf,
-    meta: std::fs::Metadata,
 }
+
+/// The passwd lookups the checks make: None when the answer is not at hand
+/// without blocking (the caller then runs the checks again where it may).
+pub type LookupUser<'a> = dyn FnMut(&UserKey) -> Option<Result<TenantUser, Refusal>> + 'a;
 
 /// Choose the tenant for `script_filename` and run every check.
 pub fn check(
@@ -152,13 +163,76 @@ pub fn check(
     host: Option<&str>,
     map: &TenantMap,
 ) -> Result<CheckedScript, Refusal> {
-    let found = locate(script_filename, host, map)?;
-    let tenant = found.key.lookup()?;
-    verify(found, tenant, map)
+    let r = check_with(script_filename, host, map, &mut |k| Some(k.lookup()))?;
+    Ok(r.expect("blocking lookups always answer"))
 }
 
-/// Rules 1–2: the path, the file it resolves to, and who the tenant is.
-/// No passwd lookup (it never blocks on NSS).
+/// Every check, with the passwd entries from `users`; Ok(None) when `users`
+/// had no answer at hand.
+///
+/// The filesystem is examined with the rights of the user whose space the
+/// path lies in, never with root's ([`crate::fsid`]): a symlink a tenant
+/// plants in its web space resolves exactly as far as the tenant itself
+/// could resolve it, so the answer (status, page, log) for a link to a
+/// host path only root may see is the same whether that path exists or
+/// not. Apache's suEXEC does its checks after `setuid` to the target user
+/// for the same reason.
+pub fn check_with(
+    script_filename: &str,
+    host: Option<&str>,
+    map: &TenantMap,
+    users: &mut LookupUser<'_>,
+) -> Result<Option<CheckedScript>, Refusal> {
+    let found = locate(script_filename, host, map)?;
+    let space = match users(&found.key) {
+        Some(r) => r?,
+        None => return Ok(None),
+    };
+    // Never look at anything on behalf of root or a system account.
+    min_uid(&space, map)?;
+    let (real, meta) = as_user(&space, || resolve(&found.requested))??;
+    // Without a map the tenant is the owner of the script; a file of another
+    // user's in this space (or reached from it through a link) is checked as
+    // that user's, which its areas then refuse.
+    let tenant = match found.key {
+        UserKey::Uid(u) if u != meta.uid() => match users(&UserKey::Uid(meta.uid())) {
+            Some(r) => r?,
+            None => return Ok(None),
+        },
+        _ => space.clone(),
+    };
+    as_user(&space, || verify(found, real, meta, tenant, map))?.map(Some)
+}
+
+/// Run `f` with this thread's filesystem identity switched to `u`'s.
+fn as_user<R>(u: &TenantUser, f: impl FnOnce() -> R) -> Result<R, Refusal> {
+    let _id = crate::fsid::FsIdentity::become_user(u.uid, u.gid).map_err(|e| {
+        refuse(
+            500,
+            "identity",
+            format!("take {}'s filesystem identity: {e}", u.name),
+        )
+    })?;
+    Ok(f())
+}
+
+fn min_uid(tenant: &TenantUser, map: &TenantMap) -> Result<(), Refusal> {
+    if tenant.uid < map.min_uid {
+        return Err(refuse(
+            403,
+            "min-uid",
+            format!(
+                "tenant {} has uid {} (below min_uid {})",
+                tenant.name, tenant.uid, map.min_uid
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Rules 1–2: the path as written, and whose space it lies in. No passwd
+/// lookup (it never blocks on NSS); the only filesystem access is
+/// [`space_owner`]'s walk over root's own directories.
 pub fn locate(
     script_filename: &str,
     host: Option<&str>,
@@ -196,26 +270,6 @@ pub fn locate(
             format!("{script_filename:?} is not a plain absolute path"),
         )
     })?;
-    let real = match std::fs::canonicalize(&requested) {
-        Ok(p) => p,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(refuse(
-                404,
-                "exists",
-                format!("{}: no such file", requested.display()),
-            ))
-        }
-        Err(e) => {
-            return Err(refuse(
-                403,
-                "exists",
-                format!("resolve {}: {e}", requested.display()),
-            ))
-        }
-    };
-    let meta = std::fs::symlink_metadata(&real)
-        .map_err(|e| refuse(403, "exists", format!("stat {}: {e}", real.display())))?;
-
     let (key, mapped_by) = match map.lookup(host, &requested) {
         Some((name, by)) => (UserKey::Name(name), Some(by)),
         None if map.unmapped == Unmapped::Deny => {
@@ -229,40 +283,118 @@ pub fn locate(
                 ),
             ))
         }
-        None => (UserKey::Uid(meta.uid()), None),
+        None => (
+            UserKey::Uid(space_owner(&requested).map_err(|e| not_found(&requested, e))?),
+            None,
+        ),
     };
     Ok(Located {
         key,
         mapped_by,
         requested,
-        real,
-        meta,
     })
 }
 
-/// Rules 3–6 for the tenant `key` named (its passwd entry).
-pub fn verify(
+fn not_found(p: &Path, e: std::io::Error) -> Refusal {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        refuse(404, "exists", format!("{}: no such file", p.display()))
+    } else {
+        refuse(403, "exists", format!("resolve {}: {e}", p.display()))
+    }
+}
+
+/// The file `requested` resolves to, and its metadata (as the caller's
+/// filesystem identity sees them).
+fn resolve(requested: &Path) -> Result<(PathBuf, std::fs::Metadata), Refusal> {
+    let real = std::fs::canonicalize(requested).map_err(|e| not_found(requested, e))?;
+    let meta = std::fs::symlink_metadata(&real)
+        .map_err(|e| refuse(403, "exists", format!("stat {}: {e}", real.display())))?;
+    Ok((real, meta))
+}
+
+/// Whose space `path` lies in: the owner of its first component that root
+/// does not own (a home, `/srv/www/alice`, a tenant's symlink in `/tmp`),
+/// or 0 when root owns the whole path. The walk goes one component at a
+/// time (`O_PATH|O_NOFOLLOW`) and follows only root's own symlinks, so root's
+/// rights never resolve anything a tenant placed: it stops at the first
+/// thing not root's, without looking behind it.
+pub fn space_owner(path: &Path) -> std::io::Result<u32> {
+    use nix::fcntl::{openat, OFlag};
+    use nix::sys::stat::{fstatat, Mode, SFlag};
+    use std::collections::VecDeque;
+    use std::ffi::OsString;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+
+    const MAX_LINKS: usize = 40;
+    let open = |dir: Option<&OwnedFd>, name: &std::ffi::OsStr| -> std::io::Result<OwnedFd> {
+        let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let fd = openat(dir.map(|d| d.as_raw_fd()), name, flags, Mode::empty())?;
+        // SAFETY: openat returned a new descriptor that nothing else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    };
+    let parts = |p: &Path| -> Vec<OsString> {
+        p.as_os_str()
+            .as_bytes()
+            .split(|&b| b == b'/')
+            .filter(|c| !c.is_empty() && *c != b".")
+            .map(|c| std::ffi::OsStr::from_bytes(c).to_os_string())
+            .collect()
+    };
+    let mut dir = open(None, std::ffi::OsStr::new("/"))?;
+    let mut todo: VecDeque<OsString> = parts(path).into();
+    let mut links = 0;
+    while let Some(c) = todo.pop_front() {
+        if c == ".." {
+            dir = open(Some(&dir), &c)?;
+            continue;
+        }
+        let st = fstatat(
+            Some(dir.as_raw_fd()),
+            c.as_os_str(),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )?;
+        if st.st_uid != 0 {
+            return Ok(st.st_uid);
+        }
+        match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
+            SFlag::S_IFLNK => {
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(nix::errno::Errno::ELOOP.into());
+                }
+                let target = nix::fcntl::readlinkat(Some(dir.as_raw_fd()), c.as_os_str())?;
+                let target = Path::new(&target);
+                if target.is_absolute() {
+                    dir = open(None, std::ffi::OsStr::new("/"))?;
+                }
+                for p in parts(target).into_iter().rev() {
+                    todo.push_front(p);
+                }
+            }
+            SFlag::S_IFDIR => dir = open(Some(&dir), &c)?,
+            _ if todo.is_empty() => return Ok(0),
+            _ => return Err(nix::errno::Errno::ENOTDIR.into()),
+        }
+    }
+    Ok(0)
+}
+
+/// Rules 3–6 for `tenant` (its passwd entry), on the file `requested`
+/// resolved to.
+fn verify(
     found: Located,
+    real: PathBuf,
+    meta: std::fs::Metadata,
     tenant: TenantUser,
     map: &TenantMap,
 ) -> Result<CheckedScript, Refusal> {
     let Located {
         mapped_by,
         requested,
-        real,
-        meta,
         ..
     } = found;
-    if tenant.uid < map.min_uid {
-        return Err(refuse(
-            403,
-            "min-uid",
-            format!(
-                "tenant {} has uid {} (below min_uid {})",
-                tenant.name, tenant.uid, map.min_uid
-            ),
-        ));
-    }
+    min_uid(&tenant, map)?;
 
     let areas = map.areas(&tenant.name, &tenant.home);
     let lexical: Vec<PathBuf> = areas.iter().filter_map(|a| normalize(a)).collect();
@@ -444,7 +576,14 @@ mod tests {
         map: &TenantMap,
         tenant: &TenantUser,
     ) -> Result<CheckedScript, Refusal> {
-        verify(locate(path, None, map)?, tenant.clone(), map)
+        let mut users = |k: &UserKey| {
+            Some(match k {
+                UserKey::Uid(u) if *u == tenant.uid => Ok(tenant.clone()),
+                UserKey::Name(n) if *n == tenant.name => Ok(tenant.clone()),
+                k => k.lookup(),
+            })
+        };
+        Ok(check_with(path, None, map, &mut users)?.unwrap())
     }
 
     fn rule(r: Result<CheckedScript, Refusal>) -> &'static str {
@@ -530,6 +669,34 @@ mod tests {
             rule(check(&s(&script(&w, "a.cgi", 0o755)), None, &map)),
             "dir-writable"
         );
+    }
+
+    #[test]
+    fn the_space_owner_is_the_first_component_root_does_not_own() {
+        let d = tempfile::tempdir().unwrap();
+        let base = d.path().canonicalize().unwrap();
+        let me = nix::unistd::geteuid().as_raw();
+        let sub = base.join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        // Not followed: the walk stops at the link itself (its owner's space).
+        std::os::unix::fs::symlink("/nonexistent/x", sub.join("link")).unwrap();
+        let want = if me == 0 {
+            nix::unistd::chown(&sub, Some(65534.into()), None).unwrap();
+            65534
+        } else {
+            me
+        };
+        assert_eq!(space_owner(&sub.join("link/y/z")).unwrap(), want);
+        assert_eq!(space_owner(&sub.join("missing")).unwrap(), want);
+        if me == 0 {
+            // Root's own path all the way: root; missing: NotFound.
+            assert_eq!(space_owner(Path::new("/usr/bin/env")).unwrap(), 0);
+            let e = space_owner(&base.join("nothing/here")).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+            // A root-owned link is followed, into a space of its own.
+            std::os::unix::fs::symlink(&sub, base.join("rootlink")).unwrap();
+            assert_eq!(space_owner(&base.join("rootlink/file")).unwrap(), 65534);
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 use crate::log;
 use crate::map::TenantMap;
+use crate::peer::{Gate, Owner, Peer, SockDiag};
 use crate::tenants::{Sandboxes, Tenants};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::PathBuf;
@@ -51,6 +52,15 @@ pub struct Options {
     pub web_server_addrs: Vec<std::net::IpAddr>,
     pub timeout: Duration,
     pub max_conns: u32,
+    /// Most connections one peer uid may hold at once (see [`Gate`]).
+    pub max_conns_per_uid: u32,
+    /// How long a connection may take to send a request's params (from
+    /// its start, or from the end of the previous request), and how long
+    /// it may pause in a request body; then it is closed (and logged).
+    pub idle_timeout: Duration,
+    /// Uids allowed to speak FastCGI besides root; None: not configured
+    /// (TCP: root only; unix: the socket's mode and group decide).
+    pub allow_uids: Option<Vec<u32>>,
     pub map_file: Option<PathBuf>,
     /// Mode and group of a unix socket (only the web server should reach it).
     pub socket_mode: u32,
@@ -88,6 +98,7 @@ pub struct Shared {
     pub tenants: Tenants,
     pub timeout: Duration,
     pub max_conns: u32,
+    pub idle_timeout: Duration,
     pub inflight: InFlight,
     /// The stdin of a script whose request has no body.
     pub devnull: std::fs::File,
@@ -116,6 +127,7 @@ pub async fn run(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Result
         tenants: Tenants::new(sandboxes, map),
         timeout: opts.timeout,
         max_conns: opts.max_conns,
+        idle_timeout: opts.idle_timeout,
         inflight: InFlight::default(),
         devnull,
         drain,
@@ -123,12 +135,22 @@ pub async fn run(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Result
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
+    let gate = Arc::new(Gate::new(
+        opts.allow_uids.as_deref(),
+        opts.max_conns_per_uid as usize,
+    ));
     let listener = bind(&opts)?;
+    let peers = match (&opts.listen, &opts.allow_uids) {
+        (Listen::Unix(_), None) => "peers: whoever the socket's mode lets in".to_string(),
+        _ => format!("peer uids allowed: {:?}", gate.allowed_uids()),
+    };
     log::line(format_args!(
-        "listening on {} (timeout {}s, max {} connections)",
+        "listening on {} (timeout {}s, idle timeout {}s, max {} connections, {} per uid; {peers})",
         show(&opts.listen),
         opts.timeout.as_secs_f64(),
-        opts.max_conns
+        opts.idle_timeout.as_secs_f64(),
+        opts.max_conns,
+        gate.per_uid,
     ));
     // Signals in a task of their own: the accept loop then waits on two
     // things only (no signal futures set up again for every connection).
@@ -163,7 +185,7 @@ pub async fn run(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Result
         tokio::select! {
             biased;
             _ = &mut stop => break,
-            r = listener.accept(&shared, &mut conns, permit) => {
+            r = listener.accept(&shared, &gate, &mut conns, permit) => {
                 if let Err(e) = r {
                     log::line(format_args!("accept: {e}"));
                     // EMFILE and friends: give the in-flight requests time to free fds.
@@ -218,7 +240,13 @@ fn show(l: &Listen) -> String {
 
 enum Listener {
     Unix(UnixListener),
-    Tcp(TcpListener, Vec<std::net::IpAddr>),
+    /// The listener, `FCGI_WEB_SERVER_ADDRS`, and the socket-table lookup
+    /// of peers' owners.
+    Tcp(
+        TcpListener,
+        Vec<std::net::IpAddr>,
+        std::sync::Mutex<SockDiag>,
+    ),
 }
 
 /// `FCGI_WEB_SERVER_ADDRS` (FastCGI §3.2): comma-separated IP addresses.
@@ -266,9 +294,11 @@ fn bind(opts: &Options) -> anyhow::Result<Listener> {
             }
             let l = std::net::TcpListener::bind(a).with_context(|| format!("bind {a}"))?;
             l.set_nonblocking(true)?;
+            let diag = SockDiag::new().context("open a NETLINK_SOCK_DIAG socket")?;
             Ok(Listener::Tcp(
                 TcpListener::from_std(l)?,
                 opts.web_server_addrs.clone(),
+                std::sync::Mutex::new(diag),
             ))
         }
     }
@@ -278,6 +308,7 @@ impl Listener {
     async fn accept(
         &self,
         shared: &Arc<Shared>,
+        gate: &Arc<Gate>,
         conns: &mut tokio::task::JoinSet<()>,
         permit: tokio::sync::OwnedSemaphorePermit,
     ) -> std::io::Result<()> {
@@ -285,30 +316,119 @@ impl Listener {
         match self {
             Listener::Unix(l) => {
                 let (s, _) = l.accept().await?;
+                let cred = s.peer_cred()?;
+                let uid = cred.uid();
+                let peer = Peer {
+                    uid: Some(uid),
+                    desc: match cred.pid() {
+                        Some(pid) => format!("uid {uid} pid {pid}"),
+                        None => format!("uid {uid}"),
+                    },
+                };
+                if !gate.unix_allowed(uid) {
+                    gate.refuse(
+                        &peer,
+                        format_args!(
+                            "uid {uid} may not speak FastCGI to the gateway (--allow-user)"
+                        ),
+                    );
+                    return Ok(());
+                }
+                let Some(held) = gate.hold(&peer) else {
+                    return Ok(());
+                };
                 let (r, w) = s.into_split();
                 conns.spawn(async move {
-                    crate::conn::serve(shared, r, w).await;
+                    crate::conn::serve(shared, r, w, peer).await;
+                    drop(held);
                     drop(permit);
                 });
             }
-            Listener::Tcp(l, allowed) => {
-                let (s, peer) = l.accept().await?;
-                if !allowed.is_empty() && !allowed.contains(&peer.ip()) {
+            Listener::Tcp(l, allowed, diag) => {
+                let (s, addr) = l.accept().await?;
+                if !allowed.is_empty() && !allowed.contains(&addr.ip()) {
                     log::line(format_args!(
-                        "refused a connection from {peer}: not in FCGI_WEB_SERVER_ADDRS"
+                        "refused a connection from {addr}: not in FCGI_WEB_SERVER_ADDRS"
                     ));
                     return Ok(());
                 }
+                let Some(peer) = tcp_peer(&s, addr, allowed, gate, diag) else {
+                    return Ok(());
+                };
+                let Some(held) = gate.hold(&peer) else {
+                    return Ok(());
+                };
                 let _ = s.set_nodelay(true);
                 let (r, w) = s.into_split();
                 conns.spawn(async move {
-                    crate::conn::serve(shared, r, w).await;
+                    crate::conn::serve(shared, r, w, peer).await;
+                    drop(held);
                     drop(permit);
                 });
             }
         }
         Ok(())
     }
+}
+
+/// Who is behind an accepted TCP connection, if they may speak FastCGI:
+/// the owner of the peer's socket must be an allowed uid (see
+/// [`crate::peer`]). A few microseconds: one netlink round trip, answered
+/// by the kernel synchronously.
+fn tcp_peer(
+    s: &tokio::net::TcpStream,
+    addr: std::net::SocketAddr,
+    web_servers: &[std::net::IpAddr],
+    gate: &Gate,
+    diag: &std::sync::Mutex<SockDiag>,
+) -> Option<Peer> {
+    let unknown = Peer {
+        uid: None,
+        desc: addr.to_string(),
+    };
+    let owner = s.local_addr().and_then(|local| {
+        diag.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .owner(local, addr)
+    });
+    match owner {
+        Ok(Owner::Uid(uid)) => {
+            let peer = Peer {
+                uid: Some(uid),
+                desc: format!("{addr} uid {uid}"),
+            };
+            if gate.tcp_allowed(uid) {
+                return Some(peer);
+            }
+            gate.refuse(
+                &peer,
+                format_args!(
+                    "uid {uid} may not speak FastCGI to the gateway (allowed: {:?}; --allow-user)",
+                    gate.allowed_uids()
+                ),
+            );
+        }
+        // A web server on another host (explicitly listed): no local owner.
+        Ok(Owner::NotLocal) if web_servers.contains(&addr.ip()) && !addr.ip().is_loopback() => {
+            return Some(Peer {
+                uid: None,
+                desc: format!("{addr} (FCGI_WEB_SERVER_ADDRS)"),
+            })
+        }
+        Ok(Owner::NotLocal) => gate.refuse(
+            &unknown,
+            format_args!("no socket of this host's network namespace: its owner cannot be checked (a remote web server must be listed in FCGI_WEB_SERVER_ADDRS)"),
+        ),
+        Ok(Owner::Gone) => gate.refuse(
+            &unknown,
+            format_args!("its socket is already closed: no owner to check"),
+        ),
+        Err(e) => gate.refuse(
+            &unknown,
+            format_args!("looking the owner of its socket up: {e}"),
+        ),
+    }
+    None
 }
 
 /// Build a multi-threaded runtime and [`run`] on it (for callers that are

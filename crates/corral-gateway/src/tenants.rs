@@ -203,13 +203,14 @@ impl Tenants {
         may_block: bool,
     ) -> Result<Option<Prepared>, Failure> {
         let map = self.map();
-        let found = safety::locate(script_filename, host, &map)?;
-        let user = match self.users.cached(&found.key) {
-            Some(u) => u,
-            None if may_block => self.users.lookup(&found.key),
-            None => return Ok(None),
-        }?;
-        let script = safety::verify(found, user, &map)?;
+        let mut users = |k: &safety::UserKey| match self.users.cached(k) {
+            Some(u) => Some(u),
+            None if may_block => Some(self.users.lookup(k)),
+            None => None,
+        };
+        let Some(script) = safety::check_with(script_filename, host, &map, &mut users)? else {
+            return Ok(None);
+        };
         let sandbox = match self.cached(&script.tenant.name) {
             Some(s) => s,
             None if may_block => self.load_sandbox(&script.tenant.name)?,

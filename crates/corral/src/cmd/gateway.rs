@@ -21,6 +21,24 @@ pub struct GatewayArgs {
     /// Most simultaneous FastCGI connections (more wait in the listen backlog).
     #[arg(long, value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub max_conns: u32,
+    /// Most simultaneous connections one peer uid may hold; more are closed
+    /// at once (default: --max-conns). Set it below --max-conns when several
+    /// uids may connect, so that none can take every connection.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub max_conns_per_uid: Option<u32>,
+    /// A connection must send a request's params within this long (from its
+    /// start or the end of its previous request), and may pause a request
+    /// body this long; then it is closed (and logged when a request was half
+    /// sent). Not the script's timeout (--timeout).
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub idle_timeout: u64,
+    /// A user (name or uid) allowed to speak FastCGI to the gateway besides
+    /// root: the web server's (e.g. www-data); repeatable. Checked for TCP
+    /// peers always (without it only root may connect over TCP: a tenant on
+    /// the host could otherwise speak FastCGI itself and forge REMOTE_USER,
+    /// HTTPS, REMOTE_ADDR), for unix peers when given (SO_PEERCRED).
+    #[arg(long, value_name = "USER")]
+    pub allow_user: Vec<String>,
     /// Host/docroot -> tenant map and policy (TOML, reloaded on SIGHUP).
     /// Without it every script runs as its owner.
     #[arg(long, value_name = "FILE")]
@@ -94,11 +112,28 @@ pub fn gateway(ctx: &Ctx, a: GatewayArgs) -> anyhow::Result<i32> {
         Ok(v) => corral_gateway::parse_web_server_addrs(&v).map_err(anyhow::Error::msg)?,
         Err(_) => Vec::new(),
     };
+    let db = corral_users::Db::system();
+    let mut allow_uids = Vec::new();
+    for u in &a.allow_user {
+        let uid = match u.parse::<u32>() {
+            Ok(uid) => uid,
+            Err(_) => {
+                db.user_by_name(u)
+                    .map_err(|e| anyhow::anyhow!("--allow-user {u}: {e}"))?
+                    .ok_or_else(|| anyhow::anyhow!("--allow-user {u}: no such user"))?
+                    .uid
+            }
+        };
+        allow_uids.push(uid);
+    }
     let opts = corral_gateway::Options {
         listen: a.listen,
         web_server_addrs,
         timeout: Duration::from_secs(a.timeout),
         max_conns: a.max_conns,
+        max_conns_per_uid: a.max_conns_per_uid.unwrap_or(a.max_conns),
+        idle_timeout: Duration::from_secs(a.idle_timeout),
+        allow_uids: (!allow_uids.is_empty()).then_some(allow_uids),
         map_file: a.map,
         socket_mode: a.socket_mode,
         socket_gid,
