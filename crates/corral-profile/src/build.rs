@@ -125,6 +125,14 @@ fn build(
         .unwrap_or_else(|| defaults.value("workdir", "$HOME"));
     let workdir = abs_path(&expanded(&workdir, &tenant)?)?;
     let mut tenant = tenant;
+    // Supplementary groups apply inside only when the profile names them:
+    // membership granted for the host (ssl-cert reads /etc/ssl/private,
+    // adm reads logs) is not the tenant's business in its sandbox.
+    let keep: Vec<String> = layer.groups.iter().flatten().map(|g| g.v.clone()).collect();
+    let primary = tenant.gid;
+    tenant
+        .groups
+        .retain(|(name, gid)| *gid == primary || keep.contains(name));
     tenant.shell = match layer.shell {
         Some(shell) => abs_path(&expanded(&shell, &tenant)?)?,
         None => real_shell(&tenant.shell),

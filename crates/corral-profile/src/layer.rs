@@ -7,7 +7,7 @@ use crate::limits::{self, LimitEntry};
 use crate::mounts::{self, RawMount};
 use crate::plan::{NetMode, SeccompAction};
 use crate::services::{self, RawService};
-use crate::values::{self, ENV_NAME, SYSCALL_NAME};
+use crate::values::{self, ENV_NAME, GROUP_NAME, SYSCALL_NAME};
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +50,8 @@ pub(crate) struct Layer {
     pub workdir: Option<L<String>>,
     pub shell: Option<L<String>>,
     pub plan: Option<L<String>>,
+    /// Supplementary groups the tenant keeps inside (by name).
+    pub groups: Option<Vec<L<String>>>,
     pub ns: NsLayer,
     pub env_keep: Option<Vec<L<String>>>,
     pub env_set: Option<BTreeMap<String, L<String>>>,
@@ -66,6 +68,7 @@ const TOP_KEYS: &[&str] = &[
     "workdir",
     "shell",
     "plan",
+    "groups",
     "namespaces",
     "env",
     "tmp",
@@ -87,6 +90,10 @@ pub(crate) fn parse(src: Source<'_>) -> Result<Layer, ProfileError> {
         plan: string("plan")?,
         ..Layer::default()
     };
+    layer.groups = root
+        .get("groups")
+        .map(|e| names(&e, values::is_group_name, GROUP_NAME))
+        .transpose()?;
     if let Some(e) = root.get("namespaces") {
         layer.ns = namespaces(&e.table()?)?;
     }
@@ -291,6 +298,7 @@ impl Layer {
             workdir: over.workdir.or(self.workdir),
             shell: over.shell.or(self.shell),
             plan: over.plan.or(self.plan),
+            groups: over.groups.or(self.groups),
             ns: NsLayer {
                 pid: ns.pid.or(self.ns.pid),
                 ipc: ns.ipc.or(self.ns.ipc),

@@ -130,6 +130,15 @@ pub(crate) fn is_hostname(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
+pub(crate) const GROUP_NAME: &str = "a group name (1 to 32 characters, no ':', ',' or blanks)";
+
+pub(crate) fn is_group_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 32
+        && s.bytes()
+            .all(|b| b.is_ascii_graphic() && b != b':' && b != b',')
+}
+
 pub(crate) const ENV_NAME: &str = "an environment variable name matching [A-Za-z_][A-Za-z0-9_]*";
 
 pub(crate) fn is_env_name(s: &str) -> bool {

@@ -1624,7 +1624,11 @@ fn host_wide_proc_files_and_other_tenants_fpm_pools_are_hidden() {
     }
     each_mode("proc_masks", |env, _| {
         let o = env.ok(&[
-            "run", T1, "--", "/bin/sh", "-c",
+            "run",
+            T1,
+            "--",
+            "/bin/sh",
+            "-c",
             "for f in keys timer_list interrupts sched_debug latency_stats; do \
                test -e /proc/$f && echo \"$f $(wc -c < /proc/$f)\"; done; \
              ls /proc/acpi /proc/scsi 2>/dev/null | wc -l; \
@@ -1636,7 +1640,9 @@ fn host_wide_proc_files_and_other_tenants_fpm_pools_are_hidden() {
         for l in o.lines() {
             if let Some((f, n)) = l.split_once(' ') {
                 if n.trim() != "0" {
-                    c.fail(format!("ESCAPED: /proc/{f} shows {n} bytes of host-wide state"));
+                    c.fail(format!(
+                        "ESCAPED: /proc/{f} shows {n} bytes of host-wide state"
+                    ));
                 }
             }
         }
@@ -1654,6 +1660,81 @@ fn host_wide_proc_files_and_other_tenants_fpm_pools_are_hidden() {
             pools.len()
         )));
         c.done()
+    });
+}
+
+/// A host group with `user` as a member and a file only that group can
+/// read, all removed on drop.
+struct HostGroup {
+    name: String,
+    file: PathBuf,
+}
+
+impl HostGroup {
+    fn new(user: &str) -> HostGroup {
+        let name = format!("corral-eg{}", std::process::id() % 100000);
+        let ok = |c: &mut Command| c.status().map(|s| s.success()).unwrap_or(false);
+        assert!(ok(Command::new("groupadd").arg(&name)), "groupadd {name}");
+        let g = HostGroup {
+            file: PathBuf::from(format!("/var/tmp/{name}.secret")),
+            name,
+        };
+        assert!(
+            ok(Command::new("gpasswd").args(["-a", user, &g.name])),
+            "gpasswd -a"
+        );
+        std::fs::write(&g.file, "group-only secret\n").unwrap();
+        let gid = nix::unistd::Group::from_name(&g.name).unwrap().unwrap().gid;
+        std::os::unix::fs::chown(&g.file, Some(0), Some(gid.as_raw())).unwrap();
+        std::fs::set_permissions(&g.file, std::fs::Permissions::from_mode(0o640)).unwrap();
+        g
+    }
+}
+
+impl Drop for HostGroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.file);
+        let _ = Command::new("groupdel").arg(&self.name).status();
+    }
+}
+
+#[test]
+fn host_group_memberships_do_not_apply_inside() {
+    let g = HostGroup::new(T3);
+    let file = g.file.to_str().unwrap().to_string();
+    each_mode("groups", |env, _| {
+        // The file sits where the sandbox shows it: a bind of its directory
+        // would do too; a copy-free way is a ro-bind of the file itself.
+        env.write_config(
+            &format!("tenants/{T3}.toml"),
+            &format!("[[mount]]\ntype = \"ro-bind\"\nsrc = \"{file}\"\ndst = \"/etc/corral-group-secret\"\n"),
+        );
+        let o = env.ok(&[
+            "run",
+            T3,
+            "--",
+            "/bin/sh",
+            "-c",
+            "id -Gn; cat /etc/corral-group-secret 2>/dev/null; echo end",
+        ]);
+        println!("-- inside: {o}");
+        assert!(
+            !o.contains("group-only secret"),
+            "ESCAPED: a host group membership applies inside: {o}"
+        );
+        assert!(o.trim_end().ends_with("end"), "{o}");
+        // Named in the profile, it applies.
+        env.run(&["down", T3]);
+        env.write_config(
+            &format!("tenants/{T3}.toml"),
+            &format!("groups = [\"{}\"]\n[[mount]]\ntype = \"ro-bind\"\nsrc = \"{file}\"\ndst = \"/etc/corral-group-secret\"\n", g.name),
+        );
+        let o = env.ok(&["run", T3, "--", "/bin/cat", "/etc/corral-group-secret"]);
+        assert!(
+            o.contains("group-only secret"),
+            "groups = [...] keeps the group: {o}"
+        );
+        Verdict::Blocked("only the primary group unless the profile keeps others".into())
     });
 }
 

@@ -11,7 +11,7 @@ fn unknown_top_level_key() {
     assert_eq!(
         check_err("hostname = \"web\"\nhostnme = \"x\"\n"),
         "/etc/corral/profile.toml:2:1: top level: expected one of the keys hostname, workdir, shell, \
-         plan, namespaces, env, tmp, seccomp, limits, mount, services; found unknown key \"hostnme\""
+         plan, groups, namespaces, env, tmp, seccomp, limits, mount, services; found unknown key \"hostnme\""
     );
 }
 

@@ -248,3 +248,46 @@ fn corral_shell_in_passwd_means_bash_inside() {
         std::path::Path::new("/bin/zsh")
     );
 }
+
+#[test]
+fn only_the_primary_group_applies_unless_the_profile_keeps_others() {
+    use crate::build::{assemble, Input};
+    use std::path::Path;
+    let plan = |template: &str, over: Option<&str>| -> Vec<String> {
+        let mut t = crate::tenant::example();
+        t.groups = vec![
+            ("example".into(), 1000),
+            ("ssl-cert".into(), 112),
+            ("media".into(), 2000),
+        ];
+        let over = over.map(|text| Input {
+            text,
+            path: Path::new("/etc/corral/tenants/example.toml"),
+        });
+        let template = Input {
+            text: template,
+            path: Path::new(super::PROFILE),
+        };
+        let p = assemble(
+            template,
+            over,
+            t,
+            crate::limits::LimitsPlanFile::TemplateOnly,
+        )
+        .unwrap();
+        p.tenant.groups.into_iter().map(|(n, _)| n).collect()
+    };
+    assert_eq!(plan("", None), ["example"]);
+    assert_eq!(plan("groups = [\"media\"]\n", None), ["example", "media"]);
+    // An override replaces the template's list; a group the tenant is not
+    // in is not added.
+    assert_eq!(
+        plan(
+            "groups = [\"media\"]\n",
+            Some("groups = [\"ssl-cert\", \"wheel\"]\n")
+        ),
+        ["example", "ssl-cert"]
+    );
+    let e = super::check_err("groups = [\"a:b\"]\n");
+    assert!(e.contains("a group name"), "{e}");
+}
