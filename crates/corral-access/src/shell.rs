@@ -204,6 +204,7 @@ fn privileged(
         reset_signals: None,
         reset_sched: unusual_policy(),
         reset_oom: false,
+        subreaper: false,
     };
     let spawn_err = |e| join_err(join::JoinError::Spawn(e));
     let exec = Exec::prepare(&entered.security, &entered.rlimits, spec).map_err(spawn_err)?;

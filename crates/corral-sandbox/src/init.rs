@@ -221,6 +221,7 @@ impl Spawner {
         cwd: &str,
         stdio: [Option<RawFd>; 3],
         pass_fds: &[RawFd],
+        subreaper: bool,
     ) -> Result<Pid, crate::spawn::SpawnError> {
         let spec = ExecSpec {
             argv,
@@ -235,6 +236,7 @@ impl Spawner {
             reset_signals: Some(&self.reset_signals),
             reset_sched: self.reset_sched,
             reset_oom: self.reset_oom,
+            subreaper,
         };
         Exec::prepare(&self.security, &self.rlimits, spec)?.spawn(&mut self.stack)
     }
@@ -256,9 +258,73 @@ impl crate::services::supervisor::Spawn for Spawner {
             cwd,
             [Some(null), Some(stdout), Some(stdout)],
             pass_fds,
+            false,
         )
         .map(|p| p.as_raw())
     }
+}
+
+/// SIGKILL a command the init started and everything it started: its
+/// process group, and every descendant, also those that left the group or
+/// the session (`setsid`) or were orphaned by a double fork (the command is
+/// a child subreaper, `PR_SET_CHILD_SUBREAPER`, so orphans below it stay its
+/// descendants while it runs). Everything is stopped first and the tree
+/// read again until it holds no new process (a stopped process cannot fork;
+/// a killed parent would hand its children to the init before they are
+/// found), then killed. Descendants are read from
+/// `/proc/PID/task/TID/children`.
+fn kill_tree(pid: i32) {
+    let send = |p: i32, sig| {
+        let _ = kill(Pid::from_raw(p), sig);
+    };
+    send(-pid, Signal::SIGSTOP);
+    send(pid, Signal::SIGSTOP);
+    let mut all: Vec<i32> = Vec::new();
+    for _ in 0..16 {
+        let new: Vec<i32> = descendants(pid)
+            .into_iter()
+            .filter(|p| !all.contains(p))
+            .collect();
+        if new.is_empty() {
+            break;
+        }
+        for p in new {
+            send(p, Signal::SIGSTOP);
+            all.push(p);
+        }
+    }
+    send(-pid, Signal::SIGKILL);
+    send(pid, Signal::SIGKILL);
+    for p in all {
+        send(p, Signal::SIGKILL);
+    }
+}
+
+/// Every live descendant of `pid` (breadth first; at most 65536).
+fn descendants(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut queue = std::collections::VecDeque::from([pid]);
+    while let Some(p) = queue.pop_front() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let path = t.path().join("children");
+            let Ok(text) = std::fs::read_to_string(path) else {
+                continue;
+            };
+            for c in text
+                .split_whitespace()
+                .filter_map(|c| c.parse::<i32>().ok())
+            {
+                if out.len() < 65536 && !out.contains(&c) {
+                    out.push(c);
+                    queue.push_back(c);
+                }
+            }
+        }
+    }
+    out
 }
 
 fn failed_reply(e: &crate::spawn::SpawnError) -> Reply {
@@ -548,7 +614,7 @@ impl Init {
         let stdio = [0, 1, 2].map(|i| Some(fds.get(i).map(|f| f.as_raw_fd()).unwrap_or(null)));
         match self
             .spawner
-            .spawn(&req.argv, &req.env, &req.cwd, stdio, &[])
+            .spawn(&req.argv, &req.env, &req.cwd, stdio, &[], true)
         {
             Ok(pid) => {
                 self.spawned_total += 1;
@@ -651,8 +717,7 @@ impl Init {
             if c.deadline.is_some_and(|d| d <= now) && !c.timed_out {
                 c.timed_out = true;
                 c.deadline = None;
-                let _ = kill(Pid::from_raw(-pid), Signal::SIGKILL);
-                let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+                kill_tree(*pid);
             }
         }
     }
@@ -663,8 +728,7 @@ impl Init {
         for (pid, c) in self.children.iter_mut() {
             if c.conn == Some(id) {
                 c.conn = None;
-                let _ = kill(Pid::from_raw(-pid), Signal::SIGKILL);
-                let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+                kill_tree(*pid);
             }
         }
     }

@@ -260,6 +260,7 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
         reset_signals: None,
         reset_sched: crate::spawn::unusual_policy(),
         reset_oom: false,
+        subreaper: false,
     };
     let exec = Exec::prepare(security, rlimits, spec)?;
     let pid = exec.spawn(&mut ChildStack::new()?)?;

@@ -109,6 +109,7 @@ pub struct Exec<'a> {
     /// goes back to SCHED_OTHER. A tenant never inherits a policy.
     reset_sched: bool,
     reset_oom: bool,
+    subreaper: bool,
 }
 
 fn cstr(s: &str) -> Result<CString, SpawnError> {
@@ -160,6 +161,10 @@ pub struct ExecSpec<'a> {
     /// ([`oom_score_adjusted`]): the child writes 0 to its own, as root,
     /// before its uid change.
     pub reset_oom: bool,
+    /// Make the child a child subreaper (`PR_SET_CHILD_SUBREAPER`, kept
+    /// across exec): what its descendants orphan stays below it, where the
+    /// init can find and kill it (init.rs: `kill_tree`).
+    pub subreaper: bool,
 }
 
 impl<'a> Exec<'a> {
@@ -228,6 +233,7 @@ impl<'a> Exec<'a> {
             reset_signals: spec.reset_signals,
             reset_sched: spec.reset_sched,
             reset_oom: spec.reset_oom,
+            subreaper: spec.subreaper,
         };
         e.argv_ptrs = e
             .argv
@@ -365,6 +371,10 @@ impl<'a> Exec<'a> {
             if unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &normal) } < 0 {
                 fail(Step::Scheduler, Errno::last());
             }
+        }
+        // SAFETY: prctl with integer arguments only.
+        if self.subreaper && unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } < 0 {
+            fail(Step::Session, Errno::last());
         }
         if self.reset_oom {
             if let Err(errno) = reset_oom_score() {
@@ -837,6 +847,7 @@ mod tests {
             reset_signals: None,
             reset_sched: false,
             reset_oom: false,
+            subreaper: false,
         }
     }
 

@@ -1738,6 +1738,75 @@ fn host_group_memberships_do_not_apply_inside() {
     });
 }
 
+/// Host pids of processes of `uid` whose command line starts with `needle`.
+fn processes_of(uid: u32, needle: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(meta) = std::fs::metadata(e.path()) else {
+            continue;
+        };
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if meta.uid() == uid && cmdline.starts_with(needle) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn processes_that_leave_the_session_die_with_their_command() {
+    each_mode("setsid", |env, _| {
+        env.ok(&["up", T1]);
+        let tag = format!("{}", 40000 + std::process::id() % 10000);
+        // A setsid'd child, and a double-forked setsid'd grandchild (its
+        // parent exits at once, so it is orphaned), then the command waits.
+        let script =
+            format!("setsid sleep {tag}1 & (setsid sh -c 'sleep {tag}2 & exit' &); sleep {tag}3");
+        let mut client = env
+            .cmd()
+            .args(["run", T1, "--", "/bin/sh", "-c", &script])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let uid = uid_of(T1);
+        let needle = format!("sleep {tag}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while processes_of(uid, &needle).len() < 3 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let before = processes_of(uid, &needle);
+        // The client goes away: the init kills what it started.
+        let _ = client.kill();
+        let _ = client.wait();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut left = processes_of(uid, &needle);
+        while !left.is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            left = processes_of(uid, &needle);
+        }
+        for p in &left {
+            let _ =
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(*p), nix::sys::signal::SIGKILL);
+        }
+        assert_eq!(
+            before.len(),
+            3,
+            "the three sleeps did not all start: {before:?}"
+        );
+        assert!(
+            left.is_empty(),
+            "ESCAPED: {} process(es) that called setsid outlived the kill of their command: {left:?}",
+            left.len()
+        );
+        Verdict::Blocked("setsid'd and double-forked descendants killed with the command".into())
+    });
+}
+
 /// Whether this process holds capability `cap` (its effective set).
 fn host_has_cap(cap: u32) -> bool {
     let st = std::fs::read_to_string("/proc/self/status").unwrap();
