@@ -20,7 +20,7 @@ const DEFAULT_TENANTS: &str = "corral-demo1,corral-demo2";
 #[command(
     name = "corral-bench",
     version,
-    about = "corral's benchmarks: join, cgi, micro, pidns, neighbours or scale (reports in --out), or compare two runs",
+    about = "corral's benchmarks: join, cgi, micro, pidns, neighbours, scale or seccomp (reports in --out), or compare two runs",
     after_help = "Runs as root: the suites build sandboxes, cgroups, users and network namespaces, \
 and remove them again. See docs/benchmarks.md."
 )]
@@ -67,7 +67,10 @@ enum BenchCmd {
     /// 10 … 1,000 (full: 5,000) idle tenants: `corral up`, join latency, memory per tenant,
     /// `corral down --all`.
     Scale(BenchArgs),
-    /// Every suite (join, cgi, micro, pidns, neighbours, scale) into one result set.
+    /// ns per system call natively, under a one-instruction seccomp filter (the floor), under
+    /// corral's default filter, and in corral (getppid, getpid, read, ioctl; pinned and not).
+    Seccomp(BenchArgs),
+    /// Every suite (join, cgi, micro, pidns, neighbours, scale, seccomp) into one result set.
     All(BenchArgs),
     /// Compare two results.json files: new/old ratio of every median.
     Compare {
@@ -95,6 +98,10 @@ struct BenchArgs {
     /// neighbours: CPU cap per tenant in the limited mode, percent of one CPU (default 25).
     #[arg(long, value_name = "PCT", value_parser = clap::value_parser!(u32).range(1..=10000))]
     cpu_limit: Option<u32>,
+    /// seccomp: also measure `corral run` through this corral binary (mode `corral-old`), e.g.
+    /// one built before a filter change, against the same sandbox.
+    #[arg(long, value_name = "PATH")]
+    corral_old: Option<PathBuf>,
 }
 
 fn main() {
@@ -145,6 +152,7 @@ fn bench(global: &Global, cmd: BenchCmd) -> anyhow::Result<i32> {
         BenchCmd::Pidns(a) => (&[Suite::Pidns], a),
         BenchCmd::Neighbours(a) => (&[Suite::Neighbours], a),
         BenchCmd::Scale(a) => (&[Suite::Scale], a),
+        BenchCmd::Seccomp(a) => (&[Suite::Seccomp], a),
         BenchCmd::All(a) => (&Suite::ALL, a),
     };
     for t in &a.tenants {
@@ -171,6 +179,13 @@ fn bench(global: &Global, cmd: BenchCmd) -> anyhow::Result<i32> {
         cgroup_base: global.cgroup_parent.clone(),
         default_profile: corral_profile::DEFAULT_PROFILE.to_string(),
         cpu_limit: a.cpu_limit,
+        corral_old: match &a.corral_old {
+            Some(p) => Some(
+                std::fs::canonicalize(p)
+                    .map_err(|e| anyhow::anyhow!("--corral-old {}: {e}", p.display()))?,
+            ),
+            None => None,
+        },
     };
     let outcome = suites::run(&opts, suites);
     if outcome.results.rows.is_empty() {

@@ -78,6 +78,12 @@ fn bench_all_smoke_is_complete_and_leaves_nothing_behind() {
         figure(&rs, "pidns", op, "host", "cpu_ns");
         figure(&rs, "pidns", op, "nested-3", "cpu_ns");
     }
+    for op in corral_bench::suites::seccomp::OPS {
+        for m in ["native", "floor", "filter", "corral"] {
+            figure(&rs, "seccomp", &format!("{op} pinned"), m, "wall_ns");
+            figure(&rs, "seccomp", &format!("{op} unpinned"), m, "wall_ns");
+        }
+    }
 
     // Nothing left behind: the run's directory (state, config, sockets,
     // nginx prefix) is gone, so are its processes, cgroups, mounts, network

@@ -129,15 +129,16 @@ pub struct SeccompPlan {
     pub action: SeccompAction,
     pub allow_ptrace: bool,
     pub allow_io_uring: bool,
-    /// Extra syscall names to deny.
+    /// Syscall names denied (every call), on top of the default policy.
     pub deny: Vec<String>,
-    /// Syscall names removed from the default deny list.
+    /// Syscall names allowed (every call, argument rules lifted), on top of
+    /// the default allow list.
     pub allow: Vec<String>,
 }
 
 impl SeccompPlan {
     /// The default profile's `[seccomp]`: enabled, failing denied calls with
-    /// EPERM, ptrace and io_uring denied, the default deny list unchanged.
+    /// EPERM, ptrace and io_uring denied, the default allow list unchanged.
     pub fn default_policy() -> SeccompPlan {
         SeccompPlan {
             enabled: true,

@@ -4,7 +4,7 @@
 mod compile;
 mod rules;
 
-pub use rules::{default_deny_list, default_deny_reasons};
+pub use rules::{default_allow_list, default_deny_list, default_deny_reasons};
 
 use corral_profile::plan::SeccompPlan;
 use nix::errno::Errno;
@@ -80,6 +80,19 @@ impl Filter {
         sys::check(ret).map(drop)
     }
 
+    /// The program as the kernel's `struct sock_filter` array (code, jt, jf,
+    /// k in native byte order), e.g. for a benchmark to install elsewhere.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.program.len() * 8);
+        for insn in self.program.iter() {
+            out.extend_from_slice(&insn.code.to_ne_bytes());
+            out.push(insn.jt);
+            out.push(insn.jf);
+            out.extend_from_slice(&insn.k.to_ne_bytes());
+        }
+        out
+    }
+
     /// Number of BPF instructions (for tests and the cost measurement).
     pub fn len(&self) -> usize {
         self.program.len()
@@ -115,6 +128,6 @@ mod tests {
         ));
         plan.deny.clear();
         let filter = build(&plan).unwrap().unwrap();
-        assert!(filter.len() > default_deny_list().len());
+        assert!(filter.len() > default_allow_list().len());
     }
 }

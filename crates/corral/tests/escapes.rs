@@ -1998,3 +1998,53 @@ fn the_init_cannot_be_signalled_traced_or_read() {
         c.done()
     });
 }
+
+/// Issue 15 item 7: the allow list denies what Docker's default profile
+/// denies and the old deny list let through (pidfd_getfd and kcmp against
+/// the tenant's own child, process_madvise, socket(AF_VSOCK), a personality
+/// that turns ASLR off, fanotify_init, the NUMA calls, ...), numbers newer
+/// than corral's table answer ENOSYS, and what a web tenant runs still works.
+#[test]
+fn allow_list_denies_dockers_extras_and_unknown_numbers_and_runs_interpreters() {
+    each_mode("allowlist", |env, _| {
+        let m = Marker::new();
+        let inst = Installed::new(T1);
+        let mut c = Checks::default();
+        c.probe(
+            &probe(env, T1, &inst, "allowlist", &m, &[]),
+            "pidfd_getfd, kcmp, process_madvise, socket(AF_VSOCK), personality, fanotify_init, NUMA, syscall(471+)",
+        );
+        c.probe(
+            &probe_detached(env, &[], T1, &inst, "allowlist", &m, &[]),
+            "the same from a detached process",
+        );
+        // Interpreters, each exercising threads or fork, sockets, getaddrinfo.
+        let programs: [(&str, &[&str]); 4] = [
+            ("/bin/sh", &["/bin/sh", "-c", "x=$(echo ok); [ \"$x\" = ok ] && echo sh-ok"]),
+            ("/usr/bin/php", &["/usr/bin/php", "-r", "$s = stream_socket_server('tcp://127.0.0.1:0'); $p = getmypid(); echo $s && gethostbyname('localhost') === '127.0.0.1' && $p > 0 ? 'php-ok' : 'php-bad', \"\\n\";"]),
+            ("/usr/bin/python3", &["/usr/bin/python3", "-c", "import socket, threading, subprocess, os; t = threading.Thread(target=lambda: None); t.start(); t.join(); socket.getaddrinfo('localhost', 80); subprocess.run(['true'], check=True); print('python-ok' if os.getpid() > 0 else 'bad')"]),
+            ("/usr/bin/perl", &["/usr/bin/perl", "-e", "use Socket; socket(my $s, PF_INET, SOCK_STREAM, 0) or die $!; my $p = fork(); if (!$p) { exit 0 } waitpid($p, 0); print qq(perl-ok\\n)"]),
+        ];
+        for (path, argv) in programs {
+            if !Path::new(path).exists() {
+                println!("-- {path} is not installed: skipped");
+                continue;
+            }
+            let mut a = vec!["run", T1, "--"];
+            a.extend_from_slice(argv);
+            let o = env.run(&a);
+            let out = String::from_utf8_lossy(&o.stdout);
+            let what = format!("{path} runs inside");
+            if o.status.success() && out.trim_end().ends_with("-ok") {
+                c.add(Ok(format!("{what}: {}", out.trim())));
+            } else {
+                c.fail(format!(
+                    "{what}: exit {:?}, stdout {out:?}, stderr {:?}",
+                    o.status.code(),
+                    String::from_utf8_lossy(&o.stderr)
+                ));
+            }
+        }
+        c.done()
+    });
+}

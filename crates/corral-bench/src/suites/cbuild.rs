@@ -60,6 +60,15 @@ pub const PIDNS: Source = Source {
     extra: &["-pthread"],
 };
 
+/// Per-syscall cost natively, under a one-instruction filter, under a given
+/// BPF program (seccomp suite). Static: it also runs inside sandboxes.
+pub const SECCOMP: Source = Source {
+    name: "seccomp",
+    text: include_str!("../../../../bench/c/seccomp.c"),
+    static_link: true,
+    extra: &[],
+};
+
 /// Compile `src` into `dir/<name>` with the system C compiler.
 pub fn compile(cc: &Path, src: &Source, dir: &Path) -> Result<PathBuf> {
     let c = dir.join(format!("{}.c", src.name));

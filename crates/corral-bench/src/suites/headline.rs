@@ -6,7 +6,7 @@ use crate::report::{fmt_percent, fmt_ratio, fmt_value};
 use crate::results::{ResultSet, Row};
 use crate::stats;
 use crate::suites::contenders::mode;
-use crate::suites::{cgi, join, micro, neighbours, pidns, scale};
+use crate::suites::{cgi, join, micro, neighbours, pidns, scale, seccomp};
 
 /// One headline line: suite, test, mode, median, comparison.
 pub type Line = [String; 5];
@@ -138,6 +138,23 @@ pub fn lines(rs: &ResultSet) -> Vec<Line> {
                         .map(|m| format!("{m} {}", pct(host, med(find(t, m), pidns::fig::CPU_NS))))
                         .collect();
                     push(suite, t, "CPU/op", val, cmp.join(", "));
+                }
+            }
+            seccomp::SUITE => {
+                for t in &tests {
+                    let floor = med(find(t, seccomp::modes::FLOOR), seccomp::fig::WALL_NS);
+                    let val = match floor {
+                        Some(v) => format!("floor {} ns", fmt_value(v, "ns")),
+                        None => "floor failed".into(),
+                    };
+                    let cmp: Vec<String> = modes
+                        .iter()
+                        .filter(|m| **m != seccomp::modes::FLOOR)
+                        .map(|m| {
+                            format!("{m} {}", pct(floor, med(find(t, m), seccomp::fig::WALL_NS)))
+                        })
+                        .collect();
+                    push(suite, t, "ns/call", val, cmp.join(", "));
                 }
             }
             neighbours::SUITE | scale::SUITE => {

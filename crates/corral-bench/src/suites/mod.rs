@@ -8,6 +8,7 @@
 //! | [`pidns`] | getpid, fork+wait, thread create+join at pid-namespace depths 0..3 and in corral (seed 002) |
 //! | [`neighbours`] | three PHP/static virtual hosts under load, alone, together and with a noisy neighbour, without and with corral CPU limits (seed 003) |
 //! | [`scale`] | `corral up`, join latency, memory per idle tenant and `corral down --all` at 10 … 1,000+ tenants |
+//! | [`seccomp`] | ns per system call natively, under a one-instruction filter (the floor), under corral's default filter, in corral (issue 15) |
 //!
 //! [`run`] validates everything first (tools, tenants), then runs the suites
 //! in order into one [`ResultSet`], and cleans up everything it started
@@ -24,6 +25,7 @@ pub mod neighbours;
 pub mod nginx;
 pub mod pidns;
 pub mod scale;
+pub mod seccomp;
 pub mod sys;
 pub mod tools;
 
@@ -70,17 +72,19 @@ pub enum Suite {
     Pidns,
     Neighbours,
     Scale,
+    Seccomp,
 }
 
 impl Suite {
     /// `corral-bench all`, in this order.
-    pub const ALL: [Suite; 6] = [
+    pub const ALL: [Suite; 7] = [
         Suite::Join,
         Suite::Cgi,
         Suite::Micro,
         Suite::Pidns,
         Suite::Neighbours,
         Suite::Scale,
+        Suite::Seccomp,
     ];
 
     pub fn name(self) -> &'static str {
@@ -91,6 +95,7 @@ impl Suite {
             Suite::Pidns => "pidns",
             Suite::Neighbours => neighbours::SUITE,
             Suite::Scale => scale::SUITE,
+            Suite::Seccomp => seccomp::SUITE,
         }
     }
 
@@ -110,6 +115,7 @@ impl Suite {
             Suite::Pidns => &[TASKSET, CC],
             Suite::Neighbours => neighbours::TOOLS,
             Suite::Scale => scale::TOOLS,
+            Suite::Seccomp => &[TASKSET, CC],
         }
     }
 }
@@ -133,6 +139,9 @@ pub struct Options {
     /// neighbours: CPU cap per tenant in the limited mode, percent of one CPU
     /// (default [`neighbours::DEFAULT_CPU_LIMIT`]).
     pub cpu_limit: Option<u32>,
+    /// seccomp: a second corral binary measured as `corral-old` (e.g. one
+    /// built before a filter change), against the same sandbox.
+    pub corral_old: Option<PathBuf>,
 }
 
 /// What a run produced: the results of every suite that finished, and the
@@ -301,6 +310,7 @@ fn steps(s: Suite, opts: &Options) -> u64 {
         Suite::Pidns => pidns::steps(opts),
         Suite::Neighbours => neighbours::steps(opts),
         Suite::Scale => scale::steps(opts),
+        Suite::Seccomp => seccomp::steps(opts),
     }
 }
 
@@ -317,6 +327,7 @@ fn run_suites(ctx: &mut Ctx, suites: &[Suite]) -> Result<()> {
             Suite::Pidns => pidns::run(ctx),
             Suite::Neighbours => neighbours::run(ctx),
             Suite::Scale => scale::run(ctx),
+            Suite::Seccomp => seccomp::run(ctx),
         };
         match r {
             Ok(()) => {}

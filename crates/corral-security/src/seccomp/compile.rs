@@ -1,15 +1,17 @@
 //! Resolved rules → a seccomp BPF program, compiled before fork.
 //!
-//! The body comes from seccompiler (architecture check, one chain per system
-//! call, allow by default). seccompiler gives one filter a single match
-//! action and compares exact syscall numbers only, so two rules it cannot
-//! express go in a small hand-written prefix that runs first:
+//! The body comes from seccompiler (architecture check, one chain per allowed
+//! system call, the plan's action for everything else). seccompiler gives one
+//! filter a single match action and compares exact syscall numbers only, so
+//! what it cannot express goes in a small hand-written prefix that runs first:
 //!
 //! ```text
 //!   ld  arch ; jeq AUDIT_ARCH_X86_64 ? next : KILL_PROCESS     i386 (int 0x80) ABI
 //!   ld  nr   ; jge __X32_SYSCALL_BIT ? KILL_PROCESS : next     x32 ABI, same audit arch
+//!   jgt MAX_KNOWN ? ERRNO(ENOSYS) : next                       a newer kernel's calls
+//!   jge 337 ; jgt 423 ; ERRNO(ENOSYS)                          numbers x86_64 never used
 //!   jeq clone3 ? ERRNO(ENOSYS) : next                          whatever the plan's action
-//!   <seccompiler's program>
+//!   <seccompiler's program: jeq NR ? allow (after argument checks) : next ...; action>
 //! ```
 //!
 //! The prefix checks the architecture itself before it reads the syscall
@@ -17,6 +19,15 @@
 //! repeats it: three extra instructions, kept so its program stays untouched.
 //! Foreign ABIs are always killed, never answered EPERM: nothing a tenant
 //! runs legitimately switches ABI, and seccompiler's architecture check kills.
+//!
+//! Numbers the syscall table does not know are answered ENOSYS whatever the
+//! plan's action, like runc's stub for syscalls newer than Docker's profile:
+//! a libc that tries a system call of a newer kernel falls back as it would
+//! on an older kernel instead of failing on EPERM (or being killed).
+//!
+//! Every instruction on the path of an `Always` system call only looks at
+//! the architecture and the number, so the kernel's action cache (5.11+)
+//! marks such calls always-allowed and skips the program for them.
 
 use std::collections::BTreeMap;
 
@@ -26,12 +37,14 @@ use seccompiler::{
     SeccompCondition, SeccompFilter, SeccompRule, TargetArch,
 };
 
-use super::rules::Match;
+use super::rules::Rule;
 use crate::error::SecurityError;
+use crate::syscalls;
 
 // <linux/filter.h>: instruction classes and modes.
 const BPF_LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
 const BPF_JEQ_K: u16 = 0x05 | 0x10; // BPF_JMP | BPF_JEQ | BPF_K
+const BPF_JGT_K: u16 = 0x05 | 0x20; // BPF_JMP | BPF_JGT | BPF_K
 const BPF_JGE_K: u16 = 0x05 | 0x30; // BPF_JMP | BPF_JGE | BPF_K
 const BPF_RET_K: u16 = 0x06; // BPF_RET | BPF_K
                              // <linux/seccomp.h>: offsets in struct seccomp_data, return values.
@@ -39,6 +52,7 @@ const DATA_NR: u32 = 0;
 const DATA_ARCH: u32 = 4;
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
 const RET_ERRNO: u32 = 0x0005_0000;
+const RET_ENOSYS: u32 = RET_ERRNO | libc::ENOSYS as u32;
 // <linux/audit.h>: EM_X86_64 | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE.
 const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
 /// x32 system calls are x86_64 calls with this bit set in the number.
@@ -59,9 +73,38 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
     sock_filter { code, jt, jf, k }
 }
 
-/// Compile `rules` (syscall number → what to refuse) for x86_64.
+fn number(nr: i64) -> Result<u32, SecurityError> {
+    u32::try_from(nr).map_err(|_| SecurityError::SyscallNumber(nr))
+}
+
+/// The prefix's ENOSYS instructions for numbers the table does not know:
+/// everything above its highest number, and every gap inside it.
+fn unknown_numbers() -> Result<Vec<sock_filter>, SecurityError> {
+    let mut out = Vec::new();
+    let mut last: Option<i64> = None;
+    for (_, nr) in syscalls::all() {
+        if let Some(prev) = last {
+            if nr > prev + 1 {
+                // prev+1 ..= nr-1 are unknown.
+                out.push(jump(BPF_JGE_K, number(prev + 1)?, 0, 2));
+                out.push(jump(BPF_JGT_K, number(nr - 1)?, 1, 0));
+                out.push(stmt(BPF_RET_K, RET_ENOSYS));
+            }
+        }
+        last = Some(nr);
+    }
+    let max = last.ok_or(SecurityError::UnsupportedArch(std::env::consts::ARCH))?;
+    let mut above = vec![
+        jump(BPF_JGT_K, number(max)?, 0, 1),
+        stmt(BPF_RET_K, RET_ENOSYS),
+    ];
+    above.extend(out);
+    Ok(above)
+}
+
+/// Compile `rules` (syscall number → which calls pass) for x86_64.
 pub(crate) fn compile(
-    rules: &BTreeMap<i64, Match>,
+    rules: &BTreeMap<i64, Rule>,
     action: SeccompAction,
 ) -> Result<Vec<sock_filter>, SecurityError> {
     let compile_err = SecurityError::Compile;
@@ -74,40 +117,46 @@ pub(crate) fn compile(
         jump(BPF_JGE_K, X32_SYSCALL_BIT, 0, 1),
         stmt(BPF_RET_K, RET_KILL_PROCESS),
     ];
+    program.extend(unknown_numbers()?);
 
     let mut chains: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    for (&nr, how) in rules {
-        let chain = match *how {
-            Match::Enosys => {
-                let nr = u32::try_from(nr).map_err(|_| SecurityError::SyscallNumber(nr))?;
-                program.push(jump(BPF_JEQ_K, nr, 0, 1));
-                program.push(stmt(BPF_RET_K, RET_ERRNO | libc::ENOSYS as u32));
+    for (&nr, rule) in rules {
+        let chain = match *rule {
+            Rule::Enosys => {
+                program.push(jump(BPF_JEQ_K, number(nr)?, 0, 1));
+                program.push(stmt(BPF_RET_K, RET_ENOSYS));
                 continue;
             }
             // An empty chain matches every call.
-            Match::Always => Vec::new(),
-            // Dword: the kernel reads clone's flags and ioctl's request as
-            // 32-bit values, so only the low half may decide. A 64-bit compare
-            // would let `TIOCSTI | 1 << 32` through.
-            Match::AnyFlag { arg, flags } => flags
+            Rule::Always => Vec::new(),
+            // Dword everywhere: the kernel reads these arguments as 32-bit
+            // values, so only the low half may decide. A 64-bit compare
+            // would refuse `read`-like calls with junk in the upper half,
+            // or let `TIOCSTI | 1 << 32` through.
+            Rule::NoFlags { arg, mask } => {
+                vec![rule_of(vec![cond(arg, SeccompCmpOp::MaskedEq(mask), 0)?])?]
+            }
+            // One rule per value: any of them lets the call through.
+            Rule::OneOf { arg, values } => values
                 .iter()
-                .map(|&flag| condition(arg, SeccompCmpOp::MaskedEq(flag), flag))
-                .collect::<Result<_, _>>()
-                .map_err(compile_err)?,
-            Match::OneOf { arg, values } => values
-                .iter()
-                .map(|&value| condition(arg, SeccompCmpOp::Eq, value))
-                .collect::<Result<_, _>>()
-                .map_err(compile_err)?,
+                .map(|&v| rule_of(vec![cond(arg, SeccompCmpOp::Eq, v)?]))
+                .collect::<Result<_, _>>()?,
+            // One rule, all conditions: none of the values.
+            Rule::NoneOf { arg, values } => vec![rule_of(
+                values
+                    .iter()
+                    .map(|&v| cond(arg, SeccompCmpOp::Ne, v))
+                    .collect::<Result<_, _>>()?,
+            )?],
         };
         chains.insert(nr, chain);
     }
 
-    let on_match = match action {
+    let mismatch = match action {
         SeccompAction::Errno => Action::Errno(libc::EPERM as u32),
         SeccompAction::Kill => Action::KillProcess,
     };
-    let filter = SeccompFilter::new(chains, Action::Allow, on_match, TargetArch::x86_64)
+    let filter = SeccompFilter::new(chains, mismatch, Action::Allow, TargetArch::x86_64)
         .map_err(compile_err)?;
     let body: BpfProgram = filter.try_into().map_err(compile_err)?;
     program.extend(body);
@@ -118,18 +167,13 @@ pub(crate) fn compile(
     Ok(program)
 }
 
-/// A one-condition rule on the low 32 bits of argument `arg`.
-fn condition(
-    arg: u8,
-    op: SeccompCmpOp,
-    value: u64,
-) -> Result<SeccompRule, seccompiler::BackendError> {
-    SeccompRule::new(vec![SeccompCondition::new(
-        arg,
-        SeccompCmpArgLen::Dword,
-        op,
-        value,
-    )?])
+/// A condition on the low 32 bits of argument `arg`.
+fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, SecurityError> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(SecurityError::Compile)
+}
+
+fn rule_of(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, SecurityError> {
+    SeccompRule::new(conditions).map_err(SecurityError::Compile)
 }
 
 #[cfg(test)]
@@ -183,7 +227,7 @@ pub(crate) mod interp {
 mod tests {
     use super::interp::run;
     use super::*;
-    use crate::seccomp::rules::resolve;
+    use crate::seccomp::rules::{resolve, Rule};
     use corral_profile::plan::SeccompPlan;
 
     const ALLOW: u32 = 0x7fff_0000;
@@ -204,28 +248,151 @@ mod tests {
     }
 
     #[test]
-    fn plain_calls_are_allowed_and_listed_ones_denied() {
+    fn allowed_calls_pass_and_the_rest_get_the_action() {
         let p = program(SeccompAction::Errno);
         for nr in [
             libc::SYS_read,
             libc::SYS_getppid,
             libc::SYS_execve,
             libc::SYS_chroot,
+            libc::SYS_rseq,
+            libc::SYS_fchmodat2,
         ] {
             assert_eq!(call(&p, nr, [0; 6]), ALLOW, "{nr}");
         }
-        for nr in [
-            libc::SYS_mount,
-            libc::SYS_unshare,
-            libc::SYS_setns,
-            libc::SYS_bpf,
-            libc::SYS_ptrace,
+        for name in [
+            "mount",
+            "unshare",
+            "setns",
+            "bpf",
+            "ptrace",
+            "kcmp",
+            "pidfd_getfd",
+            "process_madvise",
+            "fanotify_init",
+            "mbind",
+            "get_mempolicy",
+            "uselib",
+            "ustat",
+            "sysfs",
+            "statmount",
+            "listmount",
+            "open_tree_attr",
+            "listns",
         ] {
-            assert_eq!(call(&p, nr, [0; 6]), EPERM, "{nr}");
+            let nr = crate::syscalls::number(name).unwrap();
+            assert_eq!(call(&p, nr, [0; 6]), EPERM, "{name}");
         }
         let k = program(SeccompAction::Kill);
         assert_eq!(call(&k, libc::SYS_mount, [0; 6]), RET_KILL_PROCESS);
         assert_eq!(call(&k, libc::SYS_read, [0; 6]), ALLOW);
+    }
+
+    #[test]
+    fn every_table_entry_gets_what_the_rules_say() {
+        let p = program(SeccompAction::Errno);
+        let rules = resolve(&SeccompPlan::default_policy()).unwrap();
+        for (name, nr) in crate::syscalls::all() {
+            let got = call(&p, nr, [0; 6]);
+            let want = match rules.get(&nr) {
+                None => EPERM,
+                Some(Rule::Enosys) => ENOSYS,
+                // All-zero arguments: family 0 (AF_UNSPEC) is refused;
+                // persona 0, clone flags 0 and ioctl request 0 pass.
+                Some(Rule::OneOf { values, .. }) if !values.contains(&0) => EPERM,
+                Some(_) => ALLOW,
+            };
+            assert_eq!(got, want, "{name} ({nr})");
+        }
+    }
+
+    #[test]
+    fn unknown_numbers_are_enosys_whatever_the_action() {
+        for action in [SeccompAction::Errno, SeccompAction::Kill] {
+            let p = program(action);
+            let denied = match action {
+                SeccompAction::Errno => EPERM,
+                SeccompAction::Kill => RET_KILL_PROCESS,
+            };
+            let max = crate::syscalls::all().last().unwrap().1 as u32;
+            for nr in [max + 1, max + 2, 500, 1000, 0x3fff_ffff, 337, 400, 423] {
+                assert_eq!(run(&p, AUDIT_ARCH_X86_64, nr, [0; 6]), ENOSYS, "{nr}");
+            }
+            // The edges of x86_64's gap are real system calls.
+            assert_eq!(call(&p, libc::SYS_pidfd_send_signal, [0; 6]), ALLOW);
+            assert_eq!(run(&p, AUDIT_ARCH_X86_64, 336, [0; 6]), denied, "uprobe");
+            assert_eq!(
+                run(&p, AUDIT_ARCH_X86_64, max, [0; 6]),
+                denied,
+                "the highest known"
+            );
+        }
+    }
+
+    #[test]
+    fn socket_only_for_web_families() {
+        let p = program(SeccompAction::Errno);
+        for family in [
+            libc::AF_UNIX,
+            libc::AF_INET,
+            libc::AF_INET6,
+            libc::AF_NETLINK,
+        ] {
+            let f = family as u64;
+            assert_eq!(
+                call(&p, libc::SYS_socket, [f, 1, 0, 0, 0, 0]),
+                ALLOW,
+                "{family}"
+            );
+            assert_eq!(call(&p, libc::SYS_socketpair, [f, 1, 0, 0, 0, 0]), ALLOW);
+            // The upper half of the register is not the family.
+            assert_eq!(
+                call(&p, libc::SYS_socket, [f | 1 << 32, 1, 0, 0, 0, 0]),
+                ALLOW
+            );
+        }
+        for family in [
+            libc::AF_VSOCK,
+            libc::AF_PACKET,
+            libc::AF_ALG,
+            libc::AF_KEY,
+            libc::AF_BLUETOOTH,
+            libc::AF_TIPC,
+            libc::AF_RDS,
+            libc::AF_UNSPEC,
+        ] {
+            let f = family as u64;
+            assert_eq!(
+                call(&p, libc::SYS_socket, [f, 1, 0, 0, 0, 0]),
+                EPERM,
+                "{family}"
+            );
+            assert_eq!(call(&p, libc::SYS_socketpair, [f, 1, 0, 0, 0, 0]), EPERM);
+        }
+        // The family is argument 0, not the type.
+        let vsock = libc::AF_VSOCK as u64;
+        assert_eq!(call(&p, libc::SYS_socket, [1, vsock, 0, 0, 0, 0]), ALLOW);
+    }
+
+    #[test]
+    fn personality_only_with_dockers_values() {
+        let p = program(SeccompAction::Errno);
+        let persona = |v: u64| call(&p, libc::SYS_personality, [v, 0, 0, 0, 0, 0]);
+        for v in [0u64, 8, 0x2_0000, 0x2_0008, 0xffff_ffff] {
+            assert_eq!(persona(v), ALLOW, "{v:#x}");
+        }
+        // ADDR_NO_RANDOMIZE alone and with PER_LINUX32, READ_IMPLIES_EXEC,
+        // a foreign persona (PER_SVR4 = 0x10 | STICKY_TIMEOUTS...).
+        for v in [
+            0x4_0000u64,
+            0x4_0008,
+            0x40_0000,
+            0x0400_0010,
+            1,
+            0xffff_fffe,
+        ] {
+            assert_eq!(persona(v), EPERM, "{v:#x}");
+        }
     }
 
     #[test]
@@ -243,14 +410,8 @@ mod tests {
             | libc::CLONE_CHILD_CLEARTID) as u64;
         assert_eq!(call(&p, libc::SYS_clone, [sigchld, 0, 0, 0, 0, 0]), ALLOW);
         assert_eq!(call(&p, libc::SYS_clone, [thread, 0, 0, 0, 0, 0]), ALLOW);
-        for flag in super::super::rules::DEFAULT
-            .iter()
-            .find_map(|e| match e.how {
-                Match::AnyFlag { flags, .. } => Some(flags),
-                _ => None,
-            })
-            .unwrap()
-        {
+        let mask = super::super::rules::CLONE_NEW_MASK;
+        for flag in (0..64).map(|b| 1u64 << b).filter(|f| mask & f != 0) {
             assert_eq!(
                 call(&p, libc::SYS_clone, [flag | sigchld, 0, 0, 0, 0, 0]),
                 EPERM,
@@ -320,6 +481,6 @@ mod tests {
     #[test]
     fn program_fits_the_kernel_limit() {
         let p = program(SeccompAction::Errno);
-        assert!(p.len() < 400, "{} instructions", p.len());
+        assert!(p.len() < 2048, "{} instructions", p.len());
     }
 }

@@ -1310,6 +1310,98 @@ static void syscalls(int argc, char **argv) {
     must_fail_with("clone3(NULL)", syscall(SYS_clone3, NULL, 0), ENOSYS);
 }
 
+/* Issue 15 item 7: what the allow list denies that the old deny list let
+ * through, each with exactly the errno the filter answers; and what a web
+ * tenant needs still works. */
+static void allowlist(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    long r;
+    /* A child of our own: ptrace-style access to it is the tenant's to take. */
+    pid_t child = fork();
+    if (child < 0)
+        SETUP("fork: %s", strerror(errno));
+    if (child == 0) {
+        pause();
+        _exit(0);
+    }
+    long pfd = syscall(SYS_pidfd_open, child, 0);
+    if (pfd < 0)
+        SETUP("pidfd_open(own child): %s", strerror(errno));
+    must_fail_with("pidfd_getfd(own child, 0)", r = syscall(SYS_pidfd_getfd, pfd, 0, 0), EPERM);
+    if (r >= 0)
+        close(r);
+    must_fail_with("kcmp(self, own child, KCMP_FILE, 0, 0)", syscall(SYS_kcmp, getpid(), child, 0, 0, 0), EPERM);
+    struct iovec iov = {(void *)0x10000, 4096};
+    must_fail_with("process_madvise(own child, MADV_COLD)", syscall(SYS_process_madvise, pfd, &iov, 1, 20, 0), EPERM);
+    close(pfd);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    must_fail_with("socket(AF_VSOCK, SOCK_STREAM)", r = socket(40, SOCK_STREAM, 0), EPERM);
+    if (r >= 0)
+        close(r);
+    must_fail_with("socket(AF_PACKET, SOCK_DGRAM)", r = socket(17, SOCK_DGRAM, 0), EPERM);
+    if (r >= 0)
+        close(r);
+    must_fail_with("socket(AF_ALG, SOCK_SEQPACKET)", r = socket(38, SOCK_SEQPACKET, 0), EPERM);
+    if (r >= 0)
+        close(r);
+    must_fail_with("socketpair(AF_TIPC)", syscall(SYS_socketpair, 30, SOCK_STREAM, 0, (int[2]){0, 0}), EPERM);
+    must_fail_with("personality(ADDR_NO_RANDOMIZE)", syscall(SYS_personality, 0x0040000), EPERM);
+    must_fail_with("personality(PER_BSD)", syscall(SYS_personality, 0x0006), EPERM);
+    must_fail_with("fanotify_init(FAN_CLASS_NOTIF)", r = syscall(SYS_fanotify_init, 0, 0), EPERM);
+    if (r >= 0)
+        close(r);
+    char buf[512];
+    memset(buf, 0, sizeof buf);
+    must_fail_with("get_mempolicy", syscall(SYS_get_mempolicy, NULL, NULL, 0, NULL, 0), EPERM);
+    must_fail_with("set_mempolicy(MPOL_DEFAULT)", syscall(SYS_set_mempolicy, 0, NULL, 0), EPERM);
+    must_fail_with("mbind(MPOL_DEFAULT)", syscall(SYS_mbind, buf, 0, 0, NULL, 0, 0), EPERM);
+    must_fail_with("migrate_pages(self)", syscall(SYS_migrate_pages, 0, 0, NULL, NULL), EPERM);
+    must_fail_with("move_pages(self, 0 pages)", syscall(SYS_move_pages, 0, 0, NULL, NULL, NULL, 0), EPERM);
+    must_fail_with("uselib(/bin/sh)", syscall(SYS_uselib, "/bin/sh"), EPERM);
+    must_fail_with("ustat(0)", syscall(SYS_ustat, 0, buf), EPERM);
+    must_fail_with("sysfs(3)", syscall(SYS_sysfs, 3), EPERM);
+    must_fail_with("statmount", syscall(457, buf, buf, sizeof buf, 0), EPERM);
+    must_fail_with("listmount", syscall(458, buf, buf, 4, 0), EPERM);
+    must_fail_with("open_tree_attr(/)", r = syscall(467, AT_FDCWD, "/", 1, NULL, 0), EPERM);
+    if (r >= 0)
+        close(r);
+    must_fail_with("listns", syscall(470, buf, buf, 4, 0), EPERM);
+    must_fail_with("cachestat(stdin)", syscall(451, 0, buf, buf, 0), EPERM);
+    /* A number no kernel has given a meaning yet: ENOSYS, as from a kernel
+     * that lacks it, so a libc falls back. */
+    must_fail_with("syscall(471)", syscall(471, 0, 0, 0), ENOSYS);
+    must_fail_with("syscall(500)", syscall(500, 0, 0, 0), ENOSYS);
+    must_fail_with("syscall(1000)", syscall(1000, 0, 0, 0), ENOSYS);
+    must_fail_with("syscall(400) (x86_64's unused range)", syscall(400, 0, 0, 0), ENOSYS);
+
+    /* What a web tenant needs still works. */
+    int ok = 1;
+    int s4 = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int s6 = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    int su = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int sn = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 0);
+    int sp[2];
+    int pair = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp);
+    if (s4 < 0 || s6 < 0 || su < 0 || sn < 0 || pair < 0) {
+        ESCAPED("a web socket was refused: inet %d inet6 %d unix %d netlink %d socketpair %d (%s)", s4, s6, su, sn, pair, strerror(errno));
+        ok = 0;
+    }
+    if (s4 >= 0) close(s4);
+    if (s6 >= 0) close(s6);
+    if (su >= 0) close(su);
+    if (sn >= 0) close(sn);
+    if (pair == 0) { close(sp[0]); close(sp[1]); }
+    long persona = syscall(SYS_personality, 0xffffffffUL);
+    if (persona < 0) {
+        ESCAPED("personality(query) refused: %s", strerror(errno));
+        ok = 0;
+    }
+    if (ok)
+        BLOCKED("inet, inet6, unix, netlink sockets, socketpair and personality(query) still work (persona %#lx)", persona);
+}
+
 /* ARGS: UID GID */
 static void status(int argc, char **argv) {
     if (argc < 2)
@@ -1574,7 +1666,7 @@ int main(int argc, char **argv) {
         {"proc-root", proc_root}, {"handle", handle}, {"signal", signal_other}, {"pgrp", pgrp}, {"mount", mounts},
         {"mknod", mknod_dev}, {"procsys", procsys}, {"setns", setns_attempt}, {"rlimit", rlimits},
         {"cgroup", cgroup}, {"read-other", read_other}, {"net", net}, {"fds", fds}, {"cwd", cwd},
-        {"exe", exe_watch}, {"sockets", sockets}, {"syscalls", syscalls}, {"status", status}, {"init", init},
+        {"exe", exe_watch}, {"sockets", sockets}, {"syscalls", syscalls}, {"allowlist", allowlist}, {"status", status}, {"init", init},
         {"spawn-window", spawn_window}, {"stop-spawns", stop_spawns},
     };
     for (unsigned i = 0; i < sizeof table / sizeof *table; i++) {
