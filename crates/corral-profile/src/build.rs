@@ -174,6 +174,7 @@ fn build(
                 .unwrap_or_else(|| defaults.value("tmp.dir", DEFAULT_TMP_DIR));
             TmpPlan::Disk {
                 host_dir: abs_path_not_root(&expanded(&dir, &tenant)?)?,
+                size: layer.tmp.size.map(|s| s.v),
             }
         }
         TmpKind::Tmpfs => TmpPlan::Tmpfs {

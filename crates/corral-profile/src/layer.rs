@@ -205,17 +205,14 @@ fn tmp(t: &Table<'_>) -> Result<TmpLayer, ProfileError> {
     Ok(layer)
 }
 
-/// `dir` belongs to disk, `size` to tmpfs (disk when `kind` is not given).
+/// `dir` belongs to disk (disk when `kind` is not given); `size` caps
+/// either.
 pub(crate) fn check_tmp(tmp: &TmpLayer) -> Result<(), ProfileError> {
     let kind = tmp.kind.as_ref().map_or(TmpKind::Disk, |k| k.v);
     match (kind, &tmp.dir, &tmp.size) {
         (TmpKind::Tmpfs, Some(dir), _) => Err(dir.invalid(
             "no tmp.dir with kind = \"tmpfs\" (dir is for kind = \"disk\")",
             format!("{:?}", dir.v),
-        )),
-        (TmpKind::Disk, _, Some(size)) => Err(size.invalid(
-            "no tmp.size with kind = \"disk\" (size is for kind = \"tmpfs\")",
-            format!("{}", size.v),
         )),
         _ => Ok(()),
     }

@@ -97,9 +97,13 @@ pub enum MountOp {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum TmpPlan {
-    /// A disk-backed host directory (created 01700 owned by the tenant) bound on /tmp.
+    /// A disk-backed host directory (created 0700, owned by the tenant)
+    /// bound on /tmp; `size` caps it with a project quota (the directory's
+    /// project id is the tenant's uid) on a filesystem mounted with them.
     Disk {
         host_dir: PathBuf,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        size: Option<u64>,
     },
     Tmpfs {
         size: Option<u64>,

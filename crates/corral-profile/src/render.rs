@@ -71,8 +71,11 @@ pub fn render(plan: &Plan) -> String {
 
     out.push_str("\n[tmp]\n");
     match &plan.tmp {
-        TmpPlan::Disk { host_dir } => {
+        TmpPlan::Disk { host_dir, size } => {
             let _ = writeln!(out, "kind = \"disk\"\ndir = {}", expanded_path(host_dir));
+            if let Some(size) = size {
+                let _ = writeln!(out, "size = {size}");
+            }
         }
         TmpPlan::Tmpfs { size } => {
             out.push_str("kind = \"tmpfs\"\n");

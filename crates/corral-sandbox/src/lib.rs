@@ -13,6 +13,7 @@ pub mod join;
 pub mod lifecycle;
 pub mod namespaces;
 pub mod proto;
+pub mod quota;
 pub mod rootfs;
 pub mod services;
 pub mod source;

@@ -26,7 +26,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::sys::socket::{socket, socketpair, AddressFamily, SockFlag, SockType, UnixAddr};
 use nix::unistd::Pid;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -72,6 +72,19 @@ pub enum SandboxError {
     ExitedAfterSetup { tenant: String },
     #[error(transparent)]
     Ns(#[from] namespaces::NsError),
+    #[error("the /tmp of {tenant}: {source}")]
+    TmpDir {
+        tenant: String,
+        #[source]
+        source: Box<crate::rootfs::RootfsError>,
+    },
+    #[error("the size cap of {tenant}'s /tmp ({}): {source}", dir.display())]
+    TmpQuota {
+        tenant: String,
+        dir: PathBuf,
+        #[source]
+        source: crate::quota::QuotaError,
+    },
     #[error("tenant {tenant}: {source}")]
     Services {
         tenant: String,
@@ -196,6 +209,7 @@ fn create(
             source: Box::new(source),
         })?;
     undo.plan = Some(plan.clone());
+    cap_tmp(plan)?;
     let listener = control_listener(&dir.control())?;
     let (setup_host, setup_init) = socketpair(
         AddressFamily::Unix,
@@ -306,6 +320,30 @@ impl Drop for Undo {
 }
 
 /// The services' fds, as one message after the plan (see `init::receive_fds`).
+/// A disk /tmp with a size: its directory made (as the init would) and put
+/// under a project quota, here on the host (see `quota`).
+fn cap_tmp(plan: &Plan) -> Result<(), SandboxError> {
+    let corral_profile::plan::TmpPlan::Disk {
+        host_dir,
+        size: Some(size),
+    } = &plan.tmp
+    else {
+        return Ok(());
+    };
+    let t = &plan.tenant;
+    let fd = crate::rootfs::prepare_tmp_dir(host_dir, t.uid, t.gid).map_err(|e| {
+        SandboxError::TmpDir {
+            tenant: t.name.clone(),
+            source: Box::new(e),
+        }
+    })?;
+    crate::quota::cap(fd.as_fd(), t.uid, *size).map_err(|source| SandboxError::TmpQuota {
+        tenant: t.name.clone(),
+        dir: host_dir.clone(),
+        source,
+    })
+}
+
 /// The init's `oom_score_adj`: a tenant that fills its memory cgroup (with
 /// /dev/shm or tmpfs pages, which count against no process) must not get
 /// the OOM killer to pick its init and so rebuild its sandbox at will.

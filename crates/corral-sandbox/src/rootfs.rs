@@ -620,7 +620,7 @@ impl Rootfs {
     fn tmp(&self, plan: &Plan) -> Result<(), RootfsError> {
         match &plan.tmp {
             TmpPlan::Tmpfs { size } => self.tmpfs(Path::new("/tmp"), *size, 0o1777),
-            TmpPlan::Disk { host_dir } => {
+            TmpPlan::Disk { host_dir, .. } => {
                 let fd = prepare_tmp_dir(host_dir, plan.tenant.uid, plan.tenant.gid)?;
                 let st = nix::sys::stat::fstat(fd.as_raw_fd())
                     .map_err(|e| err("tmp dir: stat", host_dir, e))?;
@@ -653,7 +653,7 @@ static STAGED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(
 /// directory itself), and the parent is opened with the symlink rules of
 /// [`source`]: a tenant that can write the parent (a /tmp inside its home)
 /// cannot swap the directory for a link and have root chown a host file.
-fn prepare_tmp_dir(dir: &Path, uid: u32, gid: u32) -> Result<OwnedFd, RootfsError> {
+pub(crate) fn prepare_tmp_dir(dir: &Path, uid: u32, gid: u32) -> Result<OwnedFd, RootfsError> {
     use nix::fcntl::OFlag;
     let parent = dir.parent().unwrap_or(Path::new("/"));
     let name = dir

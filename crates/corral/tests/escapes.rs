@@ -1807,6 +1807,61 @@ fn processes_that_leave_the_session_die_with_their_command() {
     });
 }
 
+#[test]
+fn a_tenant_cannot_move_its_files_out_of_its_tmp_quota_project() {
+    each_mode("projid", |env, _| {
+        // FS_IOC_FSSETXATTR on a file of its own /tmp (what `chattr -p`
+        // does): an owner may change a project id outside a user namespace.
+        let o = env.ok(&[
+            "run",
+            T1,
+            "--",
+            "/usr/bin/python3",
+            "-c",
+            "import fcntl, os\n\
+             fd = os.open('/tmp/corral-projid', os.O_CREAT | os.O_RDWR, 0o600)\n\
+             try:\n    fcntl.ioctl(fd, 0x401c5820, bytes(28)); print('changed')\n\
+             except OSError as e:\n    print('errno', e.errno)\n\
+             os.unlink('/tmp/corral-projid')\n",
+        ]);
+        println!("-- inside: {o}");
+        assert_eq!(
+            o.trim(),
+            format!("errno {}", libc::EPERM),
+            "ESCAPED: FS_IOC_FSSETXATTR was not refused by the filter: {o}"
+        );
+        Verdict::Blocked("FS_IOC_FSSETXATTR refused (EPERM)".into())
+    });
+}
+
+#[test]
+fn a_tmp_size_cap_that_cannot_be_set_fails_closed() {
+    let env = Env::new();
+    env.default_profile_with("");
+    // This filesystem is not mounted with project quotas (and this VM's
+    // kernel has no CONFIG_QUOTA): `up` must refuse, not run uncapped.
+    let dir = env.state_dir().join("capped-tmp");
+    env.write_config(
+        &format!("tenants/{T1}.toml"),
+        &format!(
+            "[tmp]\nkind = \"disk\"\ndir = \"{}/$USER\"\nsize = \"16M\"\n",
+            dir.display()
+        ),
+    );
+    let o = env.run(&["up", T1]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success(),
+        "up with an impossible /tmp cap succeeded"
+    );
+    assert!(
+        err.contains("project"),
+        "the error names project quotas: {err}"
+    );
+    let ls = env.ok(&["ls", "--json"]);
+    assert!(!ls.contains(T1), "nothing is left up: {ls}");
+}
+
 /// Whether this process holds capability `cap` (its effective set).
 fn host_has_cap(cap: u32) -> bool {
     let st = std::fs::read_to_string("/proc/self/status").unwrap();

@@ -212,11 +212,6 @@ fn tmp_settings_of_the_other_kind() {
         "/etc/corral/profile.toml:3:7: tmp.dir: expected no tmp.dir with kind = \"tmpfs\" (dir is for \
          kind = \"disk\"); found \"/var/tmp/x\""
     );
-    assert_eq!(
-        check_err("[tmp]\nsize = \"1G\"\n"),
-        "/etc/corral/profile.toml:2:8: tmp.size: expected no tmp.size with kind = \"disk\" (size is for \
-         kind = \"tmpfs\"); found 1073741824"
-    );
 }
 
 #[test]

@@ -85,7 +85,8 @@ content = "Welcome $USER ($UID:$GID), $$PATH is yours\n"
     assert_eq!(
         plan.tmp,
         TmpPlan::Disk {
-            host_dir: PathBuf::from("/var/tmp/corral/example")
+            host_dir: PathBuf::from("/var/tmp/corral/example"),
+            size: None
         }
     );
     assert_eq!(
@@ -155,7 +156,8 @@ fn defaults_of_an_empty_template() {
     assert_eq!(
         plan.tmp,
         TmpPlan::Disk {
-            host_dir: "/var/lib/corral/tmp/example".into()
+            host_dir: "/var/lib/corral/tmp/example".into(),
+            size: None
         }
     );
     assert!(plan.namespaces.mount && plan.namespaces.pid && !plan.namespaces.user);

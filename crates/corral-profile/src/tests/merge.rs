@@ -131,14 +131,18 @@ fn tmp_kind_change_drops_the_old_kinds_settings() {
     assert_eq!(
         plan.tmp,
         TmpPlan::Disk {
-            host_dir: "/big/example".into()
+            host_dir: "/big/example".into(),
+            size: None
         }
     );
-    let err = example_plan(template, Some("[tmp]\nsize = \"32M\"\n")).unwrap_err();
+    // A size on a disk /tmp: its project quota.
+    let plan = example_plan(template, Some("[tmp]\nsize = \"32M\"\n")).unwrap();
     assert_eq!(
-        err.to_string(),
-        "/etc/corral/tenants/example.toml:2:8: tmp.size: expected no tmp.size with kind = \"disk\" (size \
-         is for kind = \"tmpfs\"); found 33554432"
+        plan.tmp,
+        TmpPlan::Disk {
+            host_dir: "/srv/tmp/example".into(),
+            size: Some(32 << 20)
+        }
     );
 }
 

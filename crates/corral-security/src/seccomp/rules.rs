@@ -81,10 +81,20 @@ pub(crate) const CLONE_NEW_MASK: u64 = (libc::CLONE_NEWNS
     | libc::CLONE_NEWPID
     | libc::CLONE_NEWNET) as u64;
 
-/// ioctl requests that push input into, or drive, a terminal that may be
-/// shared with someone else.
+/// ioctl requests refused: those that push input into, or drive, a terminal
+/// that may be shared with someone else (TIOCSTI, TIOCLINUX), and
+/// FS_IOC_FSSETXATTR, which would let a tenant move its own files out of the
+/// project whose quota caps its disk /tmp (an owner may change a file's
+/// project id outside a user namespace; corral-sandbox's quota module).
 #[allow(clippy::unnecessary_cast)] // `Ioctl` is u64 on x86_64 but not everywhere
-const TTY_INJECTION: &[u64] = &[libc::TIOCSTI as u64, libc::TIOCLINUX as u64];
+const IOCTL_DENIED: &[u64] = &[
+    libc::TIOCSTI as u64,
+    libc::TIOCLINUX as u64,
+    FS_IOC_FSSETXATTR,
+];
+
+/// _IOW('X', 32, struct fsxattr) (linux/fs.h).
+pub(crate) const FS_IOC_FSSETXATTR: u64 = 0x401c_5820;
 
 /// Address families a web tenant opens: local sockets, IPv4, IPv6, and
 /// netlink (glibc's getaddrinfo asks NETLINK_ROUTE for the host's addresses
@@ -227,7 +237,7 @@ pub(crate) const ALLOWED: &[Allowed] = &[
     always("recvmsg"), always("sendmmsg"), always("recvmmsg"), always("getsockname"),
     always("getpeername"), always("setsockopt"), always("getsockopt"),
     // Devices.
-    Allowed { name: "ioctl", rule: Rule::NoneOf { arg: 1, values: TTY_INJECTION } },
+    Allowed { name: "ioctl", rule: Rule::NoneOf { arg: 1, values: IOCTL_DENIED } },
 ];
 
 /// Every other system call of the table, with the reason. The `Ptrace` and
