@@ -291,6 +291,24 @@ impl Limits {
         Ok(())
     }
 
+    /// What [`Limits::validate`] checks, and combinations that are not
+    /// contradictions but cannot work as meant, refused when an operator
+    /// sets limits (`corral limits set`, `corral plan set`), not when a
+    /// sandbox comes up with files that already hold them.
+    pub fn validate_change(&self) -> Result<(), LimitError> {
+        self.validate()?;
+        if let (Some(entry), Some(procs)) = (self.entry_processes, self.processes) {
+            if entry > procs {
+                let msg = format!(
+                    "entry_processes ({entry}) is above processes ({procs}): the process limit \
+                     would refuse entries before the entry limit is reached"
+                );
+                return Err(LimitError::new("entry_processes", Problem::Conflict(msg)));
+            }
+        }
+        Ok(())
+    }
+
     /// True when some limit needs a cgroup (everything but entry processes and rlimits).
     pub fn has_cgroup_limits(&self) -> bool {
         self.cpu_pct.is_some()

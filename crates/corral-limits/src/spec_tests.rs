@@ -272,3 +272,18 @@ fn serializes_for_json() {
     assert_eq!(v["memory_max"], serde_json::Value::Null);
     assert_eq!(v["io"]["devices"], serde_json::json!([]));
 }
+
+#[test]
+fn entry_processes_above_processes_is_a_conflict() {
+    let mut l = Limits::default();
+    l.set("processes", "100").unwrap();
+    l.set("entry_processes", "20").unwrap();
+    l.validate_change().unwrap();
+    l.set("entry_processes", "500").unwrap();
+    l.validate().unwrap();
+    let e = l.validate_change().unwrap_err().to_string();
+    assert!(
+        e.contains("entry_processes (500) is above processes (100)"),
+        "{e}"
+    );
+}

@@ -9,6 +9,7 @@
 //!
 //! The schema is documented in `docs/profile.md`.
 
+pub mod edit;
 pub mod plan;
 
 mod build;
@@ -53,6 +54,16 @@ pub const BUILTIN_PROFILE: &str = "<built-in default profile>";
 /// The plan of `tenant` (a Unix user other than root) from the files under
 /// `config_dir`.
 pub fn load(config_dir: &Path, tenant: &str) -> Result<Plan, ProfileError> {
+    load_with(config_dir, tenant, None)
+}
+
+/// Like [`load`], with `override_text` standing in for the tenant's override
+/// file (a change not yet written; see [`edit`]).
+pub(crate) fn load_with(
+    config_dir: &Path,
+    tenant: &str,
+    override_text: Option<&str>,
+) -> Result<Plan, ProfileError> {
     let tenant = tenant::lookup(tenant)?;
     let template_path = config_dir.join("profile.toml");
     let template_text = read_optional(&template_path)?;
@@ -69,7 +80,10 @@ pub fn load(config_dir: &Path, tenant: &str) -> Result<Plan, ProfileError> {
     let over_path = config_dir
         .join("tenants")
         .join(format!("{}.toml", tenant.name));
-    let over_text = read_optional(&over_path)?;
+    let over_text = match override_text {
+        Some(t) => Some(t.to_string()),
+        None => read_optional(&over_path)?,
+    };
     let over = over_text.as_deref().map(|text| Input {
         text,
         path: &over_path,

@@ -204,9 +204,12 @@ pub enum Command {
     /// Print profiles.
     #[command(subcommand)]
     Profile(ProfileCmd),
-    /// Show a tenant's limits, change them live, or re-read plans.
+    /// Show a tenant's limits, change them (saved in its override file, applied live), or re-read plans.
     #[command(subcommand)]
     Limits(LimitsCmd),
+    /// Choose a tenant's limits plan (saved in its override file, applied live).
+    #[command(subcommand)]
+    Plan(PlanCmd),
     /// One-shot usage and fault counters per tenant (CPU %, memory, processes, IO, entry processes).
     Stats(StatsArgs),
     /// Live, refreshing usage per tenant, sortable (like lvetop).
@@ -290,20 +293,40 @@ pub enum ServiceCmd {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum PlanCmd {
+    /// Give TENANT the limits plan PLAN (/etc/corral/plans/PLAN.toml): `plan = "PLAN"` in its
+    /// override file; applied at once if it is up.
+    Set { tenant: String, plan: String },
+}
+
+#[derive(Subcommand, Debug)]
 pub enum LimitsCmd {
     /// Effective limits (of the running sandbox, else from the profile and plan).
     Show { tenant: String },
-    /// Change limits of a running tenant without restarting it, e.g. `cpu=50% memory.max=512M processes=200`.
+    /// Change a tenant's limits, e.g. `cpu=50% memory.max=512M processes=200`: saved in its override
+    /// file (tenants/TENANT.toml) and applied at once if it is up.
     #[command(
         after_help = "Keys: cpu cpu.weight memory.max memory.high memory.swap_max processes io.read_bps io.write_bps \
 io.read_iops io.write_iops entry_processes mail.per_hour rlimits.nofile rlimits.core rlimits.cpu rlimits.as. \
-Values: 50%, 512M, 1G, a number, or max. All are validated before any is applied. \
-Changes last until the sandbox is rebuilt: put permanent ones in the tenant's override file."
+Values: 50%, 512M, 1G, a number, or max.
+
+Every assignment and the tenant's resulting limits are checked before anything changes (e.g. entry_processes \
+above processes is refused). The change is written into /etc/corral/tenants/TENANT.toml (only those keys: the \
+rest of the file and its comments stay as they were), so it survives restart, rebuild and reboot, then the \
+tenant's whole effective limits are applied to its running sandbox. A tenant that is not up can be changed too.
+With --runtime the change goes only to the running sandbox and lasts until it is rebuilt.
+
+Examples:
+  corral limits set alice cpu=150% memory.max=2G
+  corral limits set alice processes=300 --runtime    # until the next restart"
     )]
     Set {
         tenant: String,
         #[arg(required = true, value_name = "KEY=VALUE")]
         assignments: Vec<String>,
+        /// Change the running sandbox only (not saved; gone after `corral restart`).
+        #[arg(long)]
+        runtime: bool,
     },
     /// Re-read profiles and plans and apply them to running tenants (all if none named).
     Reload { tenants: Vec<String> },

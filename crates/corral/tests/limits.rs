@@ -236,3 +236,94 @@ fn memory_hog_is_oom_killed_inside_its_tenant() {
     );
     assert_eq!(stats(&env, T2, 50)["faults"]["oom_kills"].as_u64(), Some(0));
 }
+
+fn shown(env: &Env, tenant: &str) -> serde_json::Value {
+    serde_json::from_str(&env.ok(&["limits", "show", tenant, "--json"])).unwrap()
+}
+
+#[test]
+fn limits_set_is_saved_in_the_override_and_survives_restart_and_reboot() {
+    let env = Env::new();
+    env.default_profile_with("");
+    let over = env.config.path().join(format!("tenants/{T1}.toml"));
+    env.write_config(
+        &format!("tenants/{T1}.toml"),
+        "# operator's note: the shop\n[limits]\nprocesses = 150 # raised for the shop\n",
+    );
+    env.ok(&["up", T1]);
+    let out = env.ok(&["limits", "set", T1, "cpu=50%", "memory.max=512M"]);
+    assert!(out.contains("saved in") && out.contains("applied"), "{out}");
+    let l = shown(&env, T1);
+    assert_eq!(l["cpu_pct"], 50, "{l}");
+    assert_eq!(l["memory_max"], 512 << 20, "{l}");
+    assert_eq!(l["processes"], 150, "{l}");
+    let text = std::fs::read_to_string(&over).unwrap();
+    assert!(text.starts_with("# operator's note: the shop\n"), "{text}");
+    assert!(
+        text.contains("processes = 150 # raised for the shop"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cpu = \"50%\"") && text.contains("memory.max = \"512M\""),
+        "{text}"
+    );
+
+    // --runtime: the running sandbox only.
+    env.ok(&["limits", "set", T1, "processes=300", "--runtime"]);
+    assert_eq!(shown(&env, T1)["processes"], 300);
+    env.ok(&["restart", T1]);
+    let l = shown(&env, T1);
+    assert_eq!(
+        l["processes"], 150,
+        "a --runtime change is gone after restart: {l}"
+    );
+    assert_eq!(l["cpu_pct"], 50, "a saved change survives restart: {l}");
+
+    // A reboot: every sandbox down and the state dir wiped.
+    env.ok(&["down", "--all"]);
+    for e in std::fs::read_dir(env.state_dir()).unwrap().flatten() {
+        let _ = std::fs::remove_dir_all(e.path()).or_else(|_| std::fs::remove_file(e.path()));
+    }
+    env.ok(&["up", T1]);
+    assert_eq!(shown(&env, T1)["cpu_pct"], 50, "survives a wiped state dir");
+
+    // Impossible together: refused with the reason, the file unchanged.
+    let before = std::fs::read(&over).unwrap();
+    let o = env.run(&["limits", "set", T1, "entry_processes=500"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success(),
+        "entry_processes above processes accepted"
+    );
+    assert!(err.contains("above processes"), "{err}");
+    assert_eq!(std::fs::read(&over).unwrap(), before, "nothing written");
+    assert_eq!(shown(&env, T1)["entry_processes"], 20, "nothing applied");
+}
+
+#[test]
+fn a_tenant_that_is_not_up_can_be_changed_and_given_a_plan() {
+    let env = Env::new();
+    env.default_profile_with("");
+    let out = env.ok(&["limits", "set", T2, "memory.max=256M"]);
+    assert!(out.contains("applies when"), "{out}");
+    assert!(!env.ok(&["ls"]).contains(T2), "set does not bring it up");
+    assert_eq!(shown(&env, T2)["memory_max"], 256 << 20);
+    env.write_config("plans/business.toml", "cpu = \"150%\"\nprocesses = 400\n");
+    env.ok(&["plan", "set", T2, "business"]);
+    let text =
+        std::fs::read_to_string(env.config.path().join(format!("tenants/{T2}.toml"))).unwrap();
+    assert!(text.starts_with("plan = \"business\"\n"), "{text}");
+    let l = shown(&env, T2);
+    assert_eq!(l["processes"], 400, "{l}");
+    assert_eq!(
+        l["memory_max"],
+        256 << 20,
+        "the override's own key stays: {l}"
+    );
+    // A plan that does not exist: refused, nothing written.
+    let o = env.run(&["plan", "set", T2, "nosuch"]);
+    assert!(!o.status.success());
+    let after =
+        std::fs::read_to_string(env.config.path().join(format!("tenants/{T2}.toml"))).unwrap();
+    assert_eq!(after, text);
+}

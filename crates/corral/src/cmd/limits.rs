@@ -1,10 +1,11 @@
 //! `corral limits`, `corral stats`, `corral top`: per-tenant limits, live
 //! changes, usage and fault counters (like CloudLinux's lvectl / lvetop).
 
-use crate::cli::{LimitsCmd, StatsArgs, TopArgs};
+use crate::cli::{LimitsCmd, PlanCmd, StatsArgs, TopArgs};
 use crate::ctx::Ctx;
 use crate::out::{out, outln};
 use corral_limits::{Backend, EntrySlots, Faults, Limits, TenantCgroup, Usage};
+use corral_profile::edit::{self, Change};
 use corral_sandbox::state::{write_atomic, TenantState};
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -60,15 +61,37 @@ pub fn limits(ctx: &Ctx, cmd: LimitsCmd) -> anyhow::Result<i32> {
         LimitsCmd::Set {
             tenant,
             assignments,
+            runtime: true,
         } => {
             let (st, mut limits) = running(ctx, &tenant)?;
             // Validate every assignment before applying any.
             for a in &assignments {
                 limits.set_assignment(a)?;
             }
-            limits.validate()?;
+            limits.validate_change()?;
             apply_and_record(ctx, &st, &limits)?;
-            outln!("{tenant}: applied {}", assignments.join(" "));
+            outln!(
+                "{tenant}: applied {} (runtime only: gone after a restart)",
+                assignments.join(" ")
+            );
+        }
+        LimitsCmd::Set {
+            tenant,
+            assignments,
+            runtime: false,
+        } => {
+            crate::ctx::check_tenant_name(&tenant)?;
+            // Each assignment on its own first, for an error that names it.
+            let mut changes = Vec::new();
+            for a in &assignments {
+                Limits::default().set_assignment(a)?;
+                let (k, v) = a.split_once('=').expect("checked by set_assignment");
+                changes.push(Change::Limit {
+                    key: k.trim().to_string(),
+                    value: v.trim().to_string(),
+                });
+            }
+            persist(ctx, &tenant, &changes, &assignments.join(" "))?;
         }
         LimitsCmd::Reload { tenants } => {
             let names = if tenants.is_empty() {
@@ -88,6 +111,44 @@ pub fn limits(ctx: &Ctx, cmd: LimitsCmd) -> anyhow::Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// `corral plan set TENANT PLAN`.
+pub fn plan(ctx: &Ctx, cmd: PlanCmd) -> anyhow::Result<i32> {
+    match cmd {
+        PlanCmd::Set { tenant, plan } => {
+            crate::ctx::check_tenant_name(&tenant)?;
+            persist(
+                ctx,
+                &tenant,
+                &[Change::Plan(plan.clone())],
+                &format!("plan {plan}"),
+            )?;
+        }
+    }
+    Ok(0)
+}
+
+/// Write `changes` into the tenant's override file once the files with them
+/// give valid limits, then apply the tenant's effective limits to its
+/// running sandbox, if it is up. Nothing is written when a check fails.
+fn persist(ctx: &Ctx, tenant: &str, changes: &[Change], what: &str) -> anyhow::Result<()> {
+    let (text, plan) = edit::preview(&ctx.config_dir, tenant, changes)?;
+    let limits = Limits::from_source(&plan.limits)?;
+    limits.validate_change()?;
+    let live = running(ctx, tenant).ok();
+    let path = edit::write(&ctx.config_dir, tenant, &text)?;
+    match live {
+        Some((st, _)) => {
+            apply_and_record(ctx, &st, &limits)?;
+            outln!("{tenant}: {what}: saved in {} and applied", path.display());
+        }
+        None => outln!(
+            "{tenant}: {what}: saved in {} (applies when {tenant} comes up)",
+            path.display()
+        ),
+    }
+    Ok(())
 }
 
 #[derive(Serialize, Clone)]

@@ -25,6 +25,7 @@ pub fn dispatch(ctx: &Ctx, cmd: Command) -> anyhow::Result<i32> {
         Command::Check(a) => profile::check(ctx, a),
         Command::Profile(p) => profile::profile(ctx, p),
         Command::Limits(c) => limits::limits(ctx, c),
+        Command::Plan(c) => limits::plan(ctx, c),
         Command::Stats(a) => limits::stats(ctx, a),
         Command::Top(a) => limits::top(ctx, a),
         Command::Gateway(a) => gateway::gateway(ctx, a),
