@@ -504,8 +504,14 @@ impl Rootfs {
                 Err(e) => return Err(err("proc: open", &dst, e)),
             };
             let p = fd_path(&fd);
-            mount(Some(p.as_str()), p.as_str(), NONE, MsFlags::MS_BIND | MsFlags::MS_REC, NONE)
-                .map_err(|e| err("proc: bind", &dst, e))?;
+            mount(
+                Some(p.as_str()),
+                p.as_str(),
+                NONE,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                NONE,
+            )
+            .map_err(|e| err("proc: bind", &dst, e))?;
             let mounted = self.reopen(&dst)?;
             fsutil::set_attrs_recursive(
                 &mounted,

@@ -1624,7 +1624,11 @@ fn host_wide_proc_files_and_other_tenants_fpm_pools_are_hidden() {
     }
     each_mode("proc_masks", |env, _| {
         let o = env.ok(&[
-            "run", T1, "--", "/bin/sh", "-c",
+            "run",
+            T1,
+            "--",
+            "/bin/sh",
+            "-c",
             "for f in keys timer_list interrupts sched_debug latency_stats; do \
                test -e /proc/$f && echo \"$f $(wc -c < /proc/$f)\"; done; \
              ls /proc/acpi /proc/scsi 2>/dev/null | wc -l; \
@@ -1636,7 +1640,9 @@ fn host_wide_proc_files_and_other_tenants_fpm_pools_are_hidden() {
         for l in o.lines() {
             if let Some((f, n)) = l.split_once(' ') {
                 if n.trim() != "0" {
-                    c.fail(format!("ESCAPED: /proc/{f} shows {n} bytes of host-wide state"));
+                    c.fail(format!(
+                        "ESCAPED: /proc/{f} shows {n} bytes of host-wide state"
+                    ));
                 }
             }
         }
