@@ -541,13 +541,13 @@ table inet {t} {{
   chain input {{
     type filter hook input priority filter; policy accept;
     iifname \"{br}\" ct state established,related accept
-    iifname \"{br}\" drop
+    iifname \"{br}\" reject with icmpx type admin-prohibited
   }}
   chain forward {{
     type filter hook forward priority filter; policy accept;
-    iifname \"{br}\" oifname \"{br}\" drop
-{dns}    iifname \"{br}\" ip daddr @deny4 drop
-    iifname \"{br}\" meta nfproto ipv6 drop
+    iifname \"{br}\" oifname \"{br}\" reject with icmpx type admin-prohibited
+{dns}    iifname \"{br}\" ip daddr @deny4 reject with icmpx type admin-prohibited
+    iifname \"{br}\" meta nfproto ipv6 reject with icmpx type admin-prohibited
     iifname \"{br}\" accept
     oifname \"{br}\" ct state established,related accept
     oifname \"{br}\" drop
