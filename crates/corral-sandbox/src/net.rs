@@ -417,18 +417,23 @@ fn in_netns<T>(pid: i32, f: impl FnOnce() -> Result<T, Errno>) -> Result<T, Errn
 
 // ------------------------------------------------------------ the host side
 
-/// The bridge and the nftables table, made once under a host-wide lock;
-/// the bridge is set up last, so a bridge that is up means both are there
-/// (each step is idempotent: a setup cut short is finished by the next).
+/// The bridge and the nftables table, made under a host-wide lock when the
+/// bridge is not up or the rules installed last (kept in
+/// `<run_dir>/<bridge>.nft`) differ from the configuration's; the bridge
+/// is set up last, so a bridge that is up means both are there (each step
+/// is idempotent: a setup cut short is finished by the next).
 fn ensure_host(net: &Net) -> Result<(), NetError> {
     let br = &net.cfg.bridge;
-    let up = || {
+    let rules = ruleset(net, &host_nameservers());
+    let installed = net.cfg.run_dir.join(format!("{br}.nft"));
+    let ready = || {
         std::fs::read_to_string(format!("/sys/class/net/{br}/flags"))
             .ok()
             .and_then(|s| u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok())
             .is_some_and(|f| f & libc::IFF_UP as u32 != 0)
+            && std::fs::read_to_string(&installed).ok().as_deref() == Some(rules.as_str())
     };
-    if up() {
+    if ready() {
         return Ok(());
     }
     std::fs::create_dir_all(&net.cfg.run_dir)
@@ -442,14 +447,11 @@ fn ensure_host(net: &Net) -> Result<(), NetError> {
         .map_err(io(format!("open {}", lock_path.display())))?;
     let _lock = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
         .map_err(|(_, e)| NetError::Sys(format!("lock {}", lock_path.display()), e))?;
-    if up() {
+    if ready() {
         return Ok(());
     }
-    run(
-        "nft",
-        &["-f", "-"],
-        Some(&ruleset(net, &host_nameservers())),
-    )?;
+    run("nft", &["-f", "-"], Some(&rules))?;
+    std::fs::write(&installed, &rules).map_err(io(format!("write {}", installed.display())))?;
     std::fs::write("/proc/sys/net/ipv4/ip_forward", "1")
         .map_err(io("enable IPv4 forwarding (net.ipv4.ip_forward)"))?;
     if !Path::new("/sys/class/net").join(br).exists() {
