@@ -116,20 +116,36 @@ events { worker_connections 4096; }
 http { access_log off; server { listen 198.51.100.2:80 backlog=4096; root $W/www; } }
 EOF
 ip netns exec "$NS" nginx -c "$W/nginx.conf"
+# The same sandbox with net = "host" (same limits, seccomp, cgroup: only
+# the network differs), and the private one.
+T2=corral-n0002
+mkuser $T2
+profile host
+c up $T2 >/dev/null
 profile private
 c up $T >/dev/null
 URL=http://198.51.100.2/
 rps() { awk '/^finished in/ {print $4}'; }
 log "rate: $((R / 4 > 2 ? R / 4 : 3)) rounds of h2load --h1 -n $N -c $C (keep-alive, then Connection: close with N/4)"
-: >"$W/ka.host"; : >"$W/ka.priv"; : >"$W/cl.host"; : >"$W/cl.priv"
+: >"$W/ka.host"; : >"$W/ka.priv"; : >"$W/cl.host"; : >"$W/cl.priv"; : >"$W/ka.sbh"; : >"$W/cl.sbh"
 for ((i = 0; i < (R / 4 > 2 ? R / 4 : 3); i++)); do
   h2load --h1 -n "$N" -c "$C" $URL 2>&1 | rps >>"$W/ka.host"
   c run $T -- h2load --h1 -n "$N" -c "$C" $URL 2>&1 | rps >>"$W/ka.priv"
   h2load --h1 -n $((N / 4)) -c "$C" -H 'Connection: close' $URL 2>&1 | rps >>"$W/cl.host"
   c run $T -- h2load --h1 -n $((N / 4)) -c "$C" -H 'Connection: close' $URL 2>&1 | rps >>"$W/cl.priv"
+  c run $T2 -- h2load --h1 -n "$N" -c "$C" $URL 2>&1 | rps >>"$W/ka.sbh"
+  c run $T2 -- h2load --h1 -n $((N / 4)) -c "$C" -H 'Connection: close' $URL 2>&1 | rps >>"$W/cl.sbh"
 done
 KA_H=$(median <"$W/ka.host") KA_P=$(median <"$W/ka.priv") CL_H=$(median <"$W/cl.host") CL_P=$(median <"$W/cl.priv")
-c down $T >/dev/null
+KA_S=$(median <"$W/ka.sbh") CL_S=$(median <"$W/cl.sbh")
+c down $T >/dev/null; c down $T2 >/dev/null
+if [ -n "${NET_BENCH_SKIP_MEMORY:-}" ]; then
+  echo "| req/s | host (bare) | sandbox net=host | sandbox net=private | private/bare | private/sandbox-host |"
+  echo "| --- | --- | --- | --- | --- | --- |"
+  echo "| keep-alive (-n $N -c $C) | $KA_H | $KA_S | $KA_P | $(echo "scale=3; $KA_P / $KA_H" | bc) | $(echo "scale=3; $KA_P / $KA_S" | bc) |"
+  echo "| Connection: close (-n $((N / 4)) -c $C) | $CL_H | $CL_S | $CL_P | $(echo "scale=3; $CL_P / $CL_H" | bc) | $(echo "scale=3; $CL_P / $CL_S" | bc) |"
+  exit 0
+fi
 
 # --------------------------------------------------- memory and scale
 kern() { awk '/^(Slab|KernelStack|PageTables|Percpu):/ {s+=$2} END {print s}' /proc/meminfo; }
@@ -158,6 +174,8 @@ cat <<EOF
 | corral up, median ms ($R) | $UP_HOST | $UP_PRIV | $(ratio "$UP_PRIV" "$UP_HOST") |
 | keep-alive req/s (h2load -n $N -c $C) | $KA_H | $KA_P | $(ratio "$KA_P" "$KA_H") |
 | Connection: close req/s (-n $((N / 4)) -c $C) | $CL_H | $CL_P | $(ratio "$CL_P" "$CL_H") |
+| keep-alive req/s, sandbox net=host vs private | $KA_S | $KA_P | $(ratio "$KA_P" "$KA_S") |
+| Connection: close req/s, sandbox net=host vs private | $CL_S | $CL_P | $(ratio "$CL_P" "$CL_S") |
 | kernel KiB per idle tenant ($K up) | ${KDELTA[host]} | ${KDELTA[private]} | +$((KDELTA[private] - KDELTA[host])) |
 | MemTotal-MemAvailable KiB per tenant | ${UDELTA[host]} | ${UDELTA[private]} | +$((UDELTA[private] - UDELTA[host])) |
 | corral up median ms, tenants 1-10 | $FIRST_H | $FIRST | |

@@ -668,7 +668,7 @@ impl Msg {
         Msg { buf }
     }
     fn pad(&mut self) {
-        while self.buf.len() % 4 != 0 {
+        while self.buf.len() & 3 != 0 {
             self.buf.push(0);
         }
     }
