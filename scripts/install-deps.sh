@@ -8,6 +8,8 @@ PACKAGES=(
   build-essential pkg-config ca-certificates curl
   # sandbox plumbing used by tests (losetup, nsenter, ip)
   util-linux iproute2 procps psmisc passwd
+  # net = "private": the tenants' egress policy (one nftables table)
+  nftables
   # web stack and load generators for the gateway tests and benchmarks
   nginx-light fcgiwrap nghttp2-client siege php-cgi php-fpm
   # peer sandboxes measured by the benchmarks

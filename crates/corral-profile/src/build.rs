@@ -146,7 +146,7 @@ fn build(
         ipc: flag(ns.ipc, true),
         uts: flag(ns.uts, true),
         cgroup: flag(ns.cgroup, true),
-        net: ns.net.map_or(NetMode::Host, |l| l.v),
+        net: ns.net.map_or(NetMode::Private, |l| l.v),
         user: flag(ns.user, false),
     };
 

@@ -147,9 +147,16 @@ fn namespaces(t: &Table<'_>) -> Result<NsLayer, ProfileError> {
             return Err(mount.invalid("true (a sandbox always has a mount namespace)", "false"));
         }
     }
-    let net = t
-        .get("net")
-        .map(|e| choice(&e, &[("host", NetMode::Host), ("none", NetMode::None)]));
+    let net = t.get("net").map(|e| {
+        choice(
+            &e,
+            &[
+                ("private", NetMode::Private),
+                ("host", NetMode::Host),
+                ("none", NetMode::None),
+            ],
+        )
+    });
     Ok(NsLayer {
         pid: flag("pid")?,
         ipc: flag("ipc")?,

@@ -59,6 +59,7 @@ pub fn render(plan: &Plan) -> String {
     let net = match ns.net {
         NetMode::Host => "host",
         NetMode::None => "none",
+        NetMode::Private => "private",
     };
     let _ = writeln!(out, "net = \"{net}\"\nuser = {}", ns.user);
 

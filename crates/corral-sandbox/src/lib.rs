@@ -12,6 +12,7 @@ pub mod init;
 pub mod join;
 pub mod lifecycle;
 pub mod namespaces;
+pub mod net;
 pub mod proto;
 pub mod quota;
 pub mod rootfs;

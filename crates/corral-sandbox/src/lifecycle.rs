@@ -19,7 +19,7 @@ use crate::namespaces;
 use crate::proto::{self, SetupReply};
 use crate::state::{now_unix, process_start, write_atomic, Layout, TenantDir, TenantState};
 use corral_limits::{Backend, Limits, TenantCgroup};
-use corral_profile::plan::Plan;
+use corral_profile::plan::{NetMode, Plan};
 use corral_security::{Failure, Step};
 use nix::errno::Errno;
 use nix::sys::signal::{kill, Signal};
@@ -85,6 +85,12 @@ pub enum SandboxError {
         #[source]
         source: crate::quota::QuotaError,
     },
+    #[error("network of {tenant}: {source}")]
+    Net {
+        tenant: String,
+        #[source]
+        source: crate::net::NetError,
+    },
     #[error("tenant {tenant}: {source}")]
     Services {
         tenant: String,
@@ -107,6 +113,8 @@ pub struct UpOptions {
     pub init: PathBuf,
     /// cgroup parent (below the cgroup root), e.g. "corral".
     pub cgroup_parent: String,
+    /// The tenants' bridge, subnet and egress policy (`net = "private"`).
+    pub net: crate::net::NetConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -221,6 +229,11 @@ fn create(
     let pid = start_init(plan, opts, &cg, setup_init, listener)?;
     undo.init = Some(pid);
     protect_from_oom(plan, pid)?;
+    // The init waits for its plan: its network is ready before it runs
+    // anything of the tenant's.
+    if plan.namespaces.net == NetMode::Private {
+        attach_net(dir, plan, opts, pid)?;
+    }
 
     let mut setup = std::fs::File::from(setup_host);
     let msg = serde_json::to_vec(&crate::init::Setup {
@@ -290,6 +303,34 @@ fn create(
     .map_err(io("write limits.json"))?;
     undo.armed = false;
     Ok(UpOutcome::Created { pid })
+}
+
+/// Join the init's new network namespace to the tenants' bridge
+/// ([`crate::net`]); net.json says what to remove at `down`.
+fn attach_net(
+    dir: &TenantDir,
+    plan: &Plan,
+    opts: &UpOptions,
+    pid: i32,
+) -> Result<(), SandboxError> {
+    let err = |source| SandboxError::Net {
+        tenant: plan.tenant.name.clone(),
+        source,
+    };
+    let net = crate::net::Net::new(opts.net.clone()).map_err(err)?;
+    // Leases are host-wide: the owner names the state dir too (tests and
+    // several corral instances share the bridge).
+    let owner = dir.dir.display().to_string();
+    let attached = crate::net::attach(&net, &owner, pid).map_err(err)?;
+    if let Err(e) = write_atomic(
+        &dir.net(),
+        &serde_json::to_vec(&attached).expect("net state serializes"),
+        0o600,
+    ) {
+        crate::net::detach(&attached);
+        return Err(io("write net.json")(e));
+    }
+    Ok(())
 }
 
 /// Removes a half-built sandbox when `up` fails part-way.
@@ -564,6 +605,12 @@ fn remove_all(
 ) -> Result<(), SandboxError> {
     let dir = layout.tenant(tenant);
     namespaces::release(&dir.ns());
+    if let Some(a) = std::fs::read(dir.net())
+        .ok()
+        .and_then(|b| serde_json::from_slice::<crate::net::Attached>(&b).ok())
+    {
+        crate::net::detach(&a);
+    }
     // The services' sockets, named in the plan the sandbox was built with.
     if let Some(plan) = std::fs::read(dir.plan())
         .ok()
@@ -581,7 +628,13 @@ fn remove_all(
             }
         }
     }
-    for f in [dir.state(), dir.plan(), dir.limits(), dir.control()] {
+    for f in [
+        dir.state(),
+        dir.plan(),
+        dir.limits(),
+        dir.control(),
+        dir.net(),
+    ] {
         let _ = std::fs::remove_file(f);
     }
     let _ = std::fs::remove_dir_all(dir.entry());

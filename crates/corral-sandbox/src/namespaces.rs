@@ -25,7 +25,7 @@ pub fn names(ns: &Namespaces) -> Vec<&'static str> {
     if ns.uts {
         v.push("uts");
     }
-    if ns.net == NetMode::None {
+    if ns.net != NetMode::Host {
         v.push("net");
     }
     if ns.cgroup {
@@ -46,7 +46,7 @@ pub fn clone_flags(ns: &Namespaces) -> CloneFlags {
         (ns.ipc, CloneFlags::CLONE_NEWIPC),
         (ns.uts, CloneFlags::CLONE_NEWUTS),
         (ns.cgroup, CloneFlags::CLONE_NEWCGROUP),
-        (ns.net == NetMode::None, CloneFlags::CLONE_NEWNET),
+        (ns.net != NetMode::Host, CloneFlags::CLONE_NEWNET),
         (ns.user, CloneFlags::CLONE_NEWUSER),
     ] {
         if on {

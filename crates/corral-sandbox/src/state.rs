@@ -114,6 +114,10 @@ impl TenantDir {
     pub fn entry(&self) -> PathBuf {
         self.dir.join("entry")
     }
+    /// What `up` attached to the tenants' bridge (`net = "private"`).
+    pub fn net(&self) -> PathBuf {
+        self.dir.join("net.json")
+    }
 
     /// The state, if written. A file that does not parse is an
     /// `InvalidData` error: what a crash can leave of a state file (see

@@ -46,7 +46,19 @@ impl Ctx {
         Ok(corral_sandbox::UpOptions {
             init: self.init_path()?,
             cgroup_parent: self.cgroup_parent.clone(),
+            net: self.net_config()?,
         })
+    }
+
+    /// `network.toml` in the config dir: the tenants' bridge, subnet and
+    /// extra denied destinations (defaults: [`corral_sandbox::net::NetConfig`]).
+    pub fn net_config(&self) -> anyhow::Result<corral_sandbox::net::NetConfig> {
+        let p = self.config_dir.join("network.toml");
+        match std::fs::read_to_string(&p) {
+            Ok(text) => toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Default::default()),
+            Err(e) => Err(anyhow::anyhow!("{}: {e}", p.display())),
+        }
     }
 }
 

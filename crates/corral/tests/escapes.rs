@@ -39,35 +39,50 @@ fn uniq() -> String {
 
 #[derive(Clone, Copy, Debug)]
 struct Mode {
-    net_none: bool,
+    /// `net` of the profile: "private" (the default), "none" or "host".
+    net: &'static str,
     userns: bool,
 }
 
-const MODES: [Mode; 4] = [
+/// host × user namespace is left out: `net = "host"` is an opt-in that
+/// `corral check` warns about, and the user namespace is covered with the
+/// two modes that have a network namespace of their own.
+const MODES: [Mode; 5] = [
     Mode {
-        net_none: false,
+        net: "host",
         userns: false,
     },
     Mode {
-        net_none: true,
+        net: "none",
         userns: false,
     },
     Mode {
-        net_none: false,
+        net: "private",
+        userns: false,
+    },
+    Mode {
+        net: "none",
         userns: true,
     },
     Mode {
-        net_none: true,
+        net: "private",
         userns: true,
     },
 ];
+
+impl Mode {
+    /// A network namespace of its own ("none" or "private").
+    fn own_netns(&self) -> bool {
+        self.net != "host"
+    }
+}
 
 impl std::fmt::Display for Mode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
             "net={} user={}",
-            if self.net_none { "none" } else { "host" },
+            self.net,
             if self.userns { "on" } else { "off" }
         )
     }
@@ -78,8 +93,9 @@ fn write_profile(env: &Env, mode: Mode, extra: &str) {
     env.default_profile_with(extra);
     let p = env.config_dir().join("profile.toml");
     let mut text = std::fs::read_to_string(&p).unwrap();
+    let net = format!("\nnet = \"{}\"", mode.net);
     for (on, from, to) in [
-        (mode.net_none, "\nnet = \"host\"", "\nnet = \"none\""),
+        (mode.net != "private", "\nnet = \"private\"", net.as_str()),
         (mode.userns, "\nuser = false", "\nuser = true"),
     ] {
         if on {
@@ -99,7 +115,7 @@ fn userns_support() -> Result<(), String> {
     static R: OnceLock<Result<(), String>> = OnceLock::new();
     R.get_or_init(|| {
         let env = Env::new();
-        write_profile(&env, Mode { net_none: false, userns: true }, "");
+        write_profile(&env, Mode { net: "host", userns: true }, "");
         let o = env.run(&["up", T1]);
         if !o.status.success() {
             let err = String::from_utf8_lossy(&o.stderr);
@@ -126,7 +142,7 @@ fn userns_support() -> Result<(), String> {
 fn check_mode(env: &Env, mode: Mode) {
     env.ok(&["up", T1]);
     let pid = env.init_pid(T1);
-    for (ns, own) in [("net", mode.net_none), ("user", mode.userns)] {
+    for (ns, own) in [("net", mode.own_netns()), ("user", mode.userns)] {
         let theirs = std::fs::read_link(format!("/proc/{pid}/ns/{ns}")).unwrap();
         let host = std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();
         assert_eq!(
@@ -938,8 +954,8 @@ fn another_tenants_tmp_and_home_are_unreadable() {
 #[test]
 fn net_none_cannot_reach_the_host_network() {
     each_mode("host_network", |env, mode| {
-        if !mode.net_none {
-            return Verdict::NotApplicable("net = \"host\" shares the host's network by design (attempt only meaningful with net = \"none\")".into());
+        if mode.net != "none" {
+            return Verdict::NotApplicable("net = \"host\" shares the host's network by design; net = \"private\" has its own tests (private_net_*)".into());
         }
         let m = Marker::new();
         let inst = Installed::new(T1);
@@ -2102,4 +2118,358 @@ fn allow_list_denies_dockers_extras_and_unknown_numbers_and_runs_interpreters() 
         }
         c.done()
     });
+}
+
+// ====================================================== net = "private"
+//
+// The tenants' own network (issue 15): every test below runs with the
+// default profile (net = "private"). Nothing leaves the machine: the
+// "internet" is a network namespace a test makes itself, with a veth pair
+// to the host holding a /30 of 198.51.100.0/24 (TEST-NET-2, never routed).
+
+/// A TCP server answering every connection with a tiny HTTP response and
+/// counting them; stops with the test.
+struct Server {
+    port: u16,
+    accepted: std::sync::Arc<AtomicU32>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Server {
+    fn serve(l: std::net::TcpListener) -> Server {
+        l.set_nonblocking(true).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let accepted = std::sync::Arc::new(AtomicU32::new(0));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (a, s) = (accepted.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok((mut c, _)) => {
+                        a.fetch_add(1, Ordering::Relaxed);
+                        let _ = c.set_nonblocking(false);
+                        let _ = c.set_read_timeout(Some(Duration::from_millis(500)));
+                        let mut b = [0u8; 1024];
+                        let _ = c.read(&mut b);
+                        let _ = c.write_all(
+                            b"HTTP/1.0 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\nhello\n",
+                        );
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        Server {
+            port,
+            accepted,
+            stop,
+        }
+    }
+    fn accepted(&self) -> u32 {
+        self.accepted.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Bind a TCP listener inside the network namespace at `ns` (this thread
+/// enters it and comes back; the socket stays in there).
+fn listen_in(ns: &str, addr: &str) -> std::net::TcpListener {
+    let home = std::fs::File::open("/proc/thread-self/ns/net").unwrap();
+    let theirs = std::fs::File::open(ns).unwrap_or_else(|e| panic!("open {ns}: {e}"));
+    nix::sched::setns(&theirs, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+    let l = std::net::TcpListener::bind(addr);
+    nix::sched::setns(&home, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+    l.unwrap_or_else(|e| panic!("bind {addr} in {ns}: {e}"))
+}
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let o = Command::new("ip").args(args).output().expect("run ip");
+    if o.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr).trim()
+        ))
+    }
+}
+
+/// The stand-in internet: a network namespace with a veth pair to the
+/// host; removed on drop (the namespace takes the pair with it).
+struct Internet {
+    ns: String,
+    host_if: String,
+    /// Its address, routed from the host.
+    addr: std::net::Ipv4Addr,
+    routes: std::cell::RefCell<Vec<String>>,
+}
+
+impl Internet {
+    fn new() -> Internet {
+        let k = (std::process::id() * 7 + SEQ.fetch_add(1, Ordering::Relaxed)) % 64;
+        let net = Internet {
+            ns: format!("corral-inet-{}", uniq()),
+            host_if: format!("ci{}h{k}", std::process::id() % 100_000),
+            addr: std::net::Ipv4Addr::new(198, 51, 100, (4 * k + 2) as u8),
+            routes: Default::default(),
+        };
+        let host = format!("198.51.100.{}/30", 4 * k + 1);
+        let inner = format!("{}/30", net.addr);
+        let gw = format!("198.51.100.{}", 4 * k + 1);
+        let ns = net.ns.as_str();
+        for a in [
+            &["netns", "add", ns][..],
+            &[
+                "link",
+                "add",
+                &net.host_if,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "eth0",
+                "netns",
+                ns,
+            ],
+            &["addr", "add", &host, "dev", &net.host_if],
+            &["link", "set", &net.host_if, "up"],
+            &["-n", ns, "addr", "add", &inner, "dev", "eth0"],
+            &["-n", ns, "link", "set", "eth0", "up"],
+            &["-n", ns, "link", "set", "lo", "up"],
+            &["-n", ns, "route", "add", "default", "via", &gw],
+        ] {
+            ip(a).unwrap();
+        }
+        net
+    }
+    fn path(&self) -> String {
+        format!("/run/netns/{}", self.ns)
+    }
+    /// Put `addr` on the internet's interface and route it there from the
+    /// host (a stand-in for a cloud's metadata server).
+    fn claim(&self, addr: &str) -> Result<(), String> {
+        ip(&[
+            "-n",
+            &self.ns,
+            "addr",
+            "add",
+            &format!("{addr}/32"),
+            "dev",
+            "eth0",
+        ])?;
+        ip(&[
+            "route",
+            "add",
+            &format!("{addr}/32"),
+            "via",
+            &self.addr.to_string(),
+        ])?;
+        self.routes.borrow_mut().push(format!("{addr}/32"));
+        Ok(())
+    }
+}
+
+impl Drop for Internet {
+    fn drop(&mut self) {
+        for r in self.routes.borrow().iter() {
+            let _ = ip(&["route", "del", r, "via", &self.addr.to_string()]);
+        }
+        let _ = ip(&["netns", "del", &self.ns]);
+        let _ = ip(&["link", "del", &self.host_if]);
+    }
+}
+
+/// `curl` from inside the tenant's sandbox: Ok(body) when it got an answer.
+fn curl_in(env: &Env, tenant: &str, args: &[&str]) -> Result<String, String> {
+    let mut a = vec!["run", tenant, "--", "curl", "-sS", "--max-time", "3"];
+    a.extend_from_slice(args);
+    let o = env.run(&a);
+    if o.status.success() {
+        Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&o.stderr).trim().to_string())
+    }
+}
+
+/// A private-net tenant, up; its address from the host's view.
+fn private_tenant(env: &Env, tenant: &str) -> std::net::Ipv4Addr {
+    env.ok(&["up", tenant]);
+    let p = env
+        .state_dir()
+        .join("tenants")
+        .join(tenant)
+        .join("net.json");
+    let a: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display())),
+    )
+    .unwrap();
+    a["address"].as_str().unwrap().parse().unwrap()
+}
+
+fn must_not_reach(env: &Env, what: &str, args: &[&str], server: Option<&Server>) -> String {
+    match curl_in(env, T1, args) {
+        Ok(body) => panic!("ESCAPED: {what} answered from inside the sandbox: {body:?}"),
+        Err(e) => {
+            if let Some(s) = server {
+                assert_eq!(s.accepted(), 0, "ESCAPED: a connection reached {what}");
+            }
+            verdict(&format!("   blocked: {what}: {e}"));
+            e
+        }
+    }
+}
+
+#[test]
+fn private_net_reaches_the_stand_in_internet() {
+    let env = Env::new();
+    env.default_profile_with("");
+    let inet = Internet::new();
+    let srv = Server::serve(listen_in(&inet.path(), &format!("{}:0", inet.addr)));
+    let url = format!("http://{}:{}/", inet.addr, srv.port);
+    // The host reaches it (the setup works) ...
+    let o = Command::new("curl")
+        .args(["-sS", "--max-time", "3", &url])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "hello\n",
+        "from the host"
+    );
+    // ... and so does the tenant, through its own namespace.
+    private_tenant(&env, T1);
+    check_mode(
+        &env,
+        Mode {
+            net: "private",
+            userns: false,
+        },
+    );
+    assert_eq!(curl_in(&env, T1, &[&url]).as_deref(), Ok("hello\n"));
+    assert_eq!(srv.accepted(), 2);
+    verdict("PASS  private_net_reaches_the_stand_in_internet");
+}
+
+#[test]
+fn private_net_cannot_reach_host_listeners_or_abstract_sockets() {
+    let env = Env::new();
+    env.default_profile_with("");
+    private_tenant(&env, T1);
+    let lo = Server::serve(std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+    let any = Server::serve(std::net::TcpListener::bind("0.0.0.0:0").unwrap());
+    use std::os::linux::net::SocketAddrExt;
+    let abs_name = format!("corral-escape-{}", uniq());
+    let abs = std::os::unix::net::UnixListener::bind_addr(
+        &std::os::unix::net::SocketAddr::from_abstract_name(abs_name.as_bytes()).unwrap(),
+    )
+    .unwrap();
+    abs.set_nonblocking(true).unwrap();
+    must_not_reach(
+        &env,
+        "the host's 127.0.0.1 listener",
+        &[&format!("http://127.0.0.1:{}/", lo.port)],
+        Some(&lo),
+    );
+    must_not_reach(
+        &env,
+        "a host listener on 0.0.0.0 through the tenants' gateway",
+        &[&format!("http://10.213.0.1:{}/", any.port)],
+        Some(&any),
+    );
+    if let Some(addr) = host_interface_addr() {
+        must_not_reach(
+            &env,
+            &format!("a host listener on 0.0.0.0 through {addr}"),
+            &[&format!("http://{addr}:{}/", any.port)],
+            Some(&any),
+        );
+    }
+    must_not_reach(
+        &env,
+        "the host's abstract unix socket",
+        &["--abstract-unix-socket", &abs_name, "http://x/"],
+        None,
+    );
+    assert!(
+        abs.accept().is_err(),
+        "ESCAPED: a connection reached the host's abstract socket"
+    );
+    // The host's sockets are not listed either.
+    let tcp = env.sh(T1, "cat /proc/net/tcp /proc/net/tcp6 /proc/net/unix");
+    for port in [lo.port, any.port] {
+        assert!(
+            !tcp.contains(&format!(":{port:04X} ")),
+            "ESCAPED: /proc/net/tcp in the sandbox lists the host's port {port}:\n{tcp}"
+        );
+    }
+    assert!(
+        !tcp.contains(&abs_name),
+        "ESCAPED: /proc/net/unix lists the host's abstract socket"
+    );
+    verdict("PASS  private_net_cannot_reach_host_listeners_or_abstract_sockets");
+}
+
+#[test]
+fn private_net_cannot_reach_another_tenant() {
+    let env = Env::new();
+    env.default_profile_with("");
+    let a1 = private_tenant(&env, T1);
+    let a2 = private_tenant(&env, T2);
+    assert_ne!(a1, a2);
+    let theirs = format!("/proc/{}/ns/net", env.init_pid(T2));
+    let srv = Server::serve(listen_in(&theirs, "0.0.0.0:0"));
+    // The listener works: the host reaches it.
+    let url = format!("http://{a2}:{}/", srv.port);
+    let o = Command::new("curl")
+        .args(["-sS", "--max-time", "3", &url])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "hello\n",
+        "from the host"
+    );
+    let before = srv.accepted();
+    match curl_in(&env, T1, &[&url]) {
+        Ok(b) => panic!("ESCAPED: {T2}'s listener answered {T1}: {b:?}"),
+        Err(e) => verdict(&format!("   blocked: {T1} -> {T2}'s {url}: {e}")),
+    }
+    assert_eq!(srv.accepted(), before, "ESCAPED: {T1} reached {T2}");
+    verdict("PASS  private_net_cannot_reach_another_tenant");
+}
+
+#[test]
+fn private_net_cannot_reach_link_local_metadata() {
+    let env = Env::new();
+    env.default_profile_with("");
+    let inet = Internet::new();
+    if let Err(e) = inet.claim("169.254.169.254") {
+        verdict(&format!("SKIP  private_net_cannot_reach_link_local_metadata: the host already routes 169.254.169.254 ({e})"));
+        return;
+    }
+    let srv = Server::serve(listen_in(&inet.path(), "169.254.169.254:0"));
+    let url = format!("http://169.254.169.254:{}/", srv.port);
+    let o = Command::new("curl")
+        .args(["-sS", "--max-time", "3", &url])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "hello\n",
+        "the stand-in metadata server answers the host"
+    );
+    private_tenant(&env, T1);
+    must_not_reach(&env, "169.254.169.254 (cloud metadata)", &[&url], None);
+    assert_eq!(
+        srv.accepted(),
+        1,
+        "ESCAPED: the tenant reached 169.254.169.254"
+    );
+    verdict("PASS  private_net_cannot_reach_link_local_metadata");
 }

@@ -75,7 +75,7 @@ fn bad_choice() {
     );
     assert_eq!(
         check_err("[namespaces]\nnet = \"bridge\"\n"),
-        "/etc/corral/profile.toml:2:7: namespaces.net: expected one of host, none; found \"bridge\""
+        "/etc/corral/profile.toml:2:7: namespaces.net: expected one of private, host, none; found \"bridge\""
     );
     assert_eq!(
         check_err("[namespaces]\nmount = false\n"),

@@ -33,7 +33,7 @@ fn default_profile_loads_for_nobody() {
         plan.sources,
         [PathBuf::from(BUILTIN_PROFILE), PathBuf::from(BUILTIN_PLAN)]
     );
-    assert_eq!(plan.namespaces.net, NetMode::Host);
+    assert_eq!(plan.namespaces.net, NetMode::Private);
     let home = nobody.home.clone();
     assert!(plan.mounts.contains(&MountOp::Bind {
         src: home.clone(),

@@ -11,6 +11,13 @@ pub fn check(ctx: &Ctx, a: CheckArgs) -> anyhow::Result<i32> {
     if file.exists() {
         corral_profile::check_file(&file)?;
         outln!("{}: ok", file.display());
+        let net = std::fs::read_to_string(&file)
+            .ok()
+            .and_then(|t| toml::from_str::<toml::Value>(&t).ok())
+            .and_then(|v| v.get("namespaces")?.get("net")?.as_str().map(String::from));
+        if net.as_deref() == Some("host") {
+            warn_host_net(&file.display().to_string());
+        }
     } else if a.tenant.is_none() {
         anyhow::bail!(
             "{}: no such file (the built-in default profile is used when it is absent)",
@@ -21,8 +28,23 @@ pub fn check(ctx: &Ctx, a: CheckArgs) -> anyhow::Result<i32> {
         let plan = corral_profile::load(&ctx.config_dir, &t)?;
         corral_limits::Limits::from_source(&plan.limits)?;
         outln!("tenant {t}: ok (digest {})", &plan.digest()[..12]);
+        if plan.namespaces.net == corral_profile::plan::NetMode::Host {
+            warn_host_net(&format!("tenant {t}"));
+        }
     }
     Ok(0)
+}
+
+/// `net = "host"` is allowed, never quiet: said on stderr, `corral check`
+/// still succeeds.
+fn warn_host_net(what: &str) {
+    eprintln!(
+        "warning: {what}: net = \"host\": the tenant shares the server's network: every \
+         loopback service (Redis, memcached, MySQL over TCP, other tenants' app servers and \
+         FPM pools), cloud metadata at 169.254.169.254 and every abstract Unix socket are in \
+         its reach, and it can list every socket of the host; net = \"private\" (the \
+         default) gives it a network of its own"
+    );
 }
 
 pub fn profile(ctx: &Ctx, p: ProfileCmd) -> anyhow::Result<i32> {
