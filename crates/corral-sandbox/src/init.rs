@@ -59,6 +59,11 @@ pub struct Setup {
     pub plan: Plan,
     /// Empty host directory the new root is built on.
     pub root: PathBuf,
+    /// With net = "private" and a resolver on the host's loopback: the
+    /// address that relays DNS to it (the bridge's), which the sandbox's
+    /// /etc/resolv.conf names instead (crate::net).
+    #[serde(default)]
+    pub dns_relay: Option<std::net::Ipv4Addr>,
 }
 
 struct Child {
@@ -356,7 +361,7 @@ fn prepare(
     } else {
         receive_fds(setup).map_err(InitError::ServiceFds)?
     };
-    crate::rootfs::build(&s.plan, &s.root)?;
+    crate::rootfs::build(&s.plan, &s.root, s.dns_relay)?;
     if s.plan.namespaces.uts {
         nix::unistd::sethostname(&s.plan.hostname).map_err(|errno| InitError::Hostname {
             hostname: s.plan.hostname.clone(),

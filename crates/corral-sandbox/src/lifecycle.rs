@@ -231,14 +231,17 @@ fn create(
     protect_from_oom(plan, pid)?;
     // The init waits for its plan: its network is ready before it runs
     // anything of the tenant's.
-    if plan.namespaces.net == NetMode::Private {
-        attach_net(dir, plan, opts, pid)?;
-    }
+    let dns_relay = if plan.namespaces.net == NetMode::Private {
+        attach_net(dir, plan, opts, pid)?
+    } else {
+        None
+    };
 
     let mut setup = std::fs::File::from(setup_host);
     let msg = serde_json::to_vec(&crate::init::Setup {
         plan: plan.clone(),
         root: dir.root(),
+        dns_relay,
     })
     .expect("setup serializes");
     setup
@@ -306,13 +309,14 @@ fn create(
 }
 
 /// Join the init's new network namespace to the tenants' bridge
-/// ([`crate::net`]); net.json says what to remove at `down`.
+/// ([`crate::net`]); net.json says what to remove at `down`. Returns the
+/// DNS relay's address when the host's resolver is on its loopback.
 fn attach_net(
     dir: &TenantDir,
     plan: &Plan,
     opts: &UpOptions,
     pid: i32,
-) -> Result<(), SandboxError> {
+) -> Result<Option<std::net::Ipv4Addr>, SandboxError> {
     let err = |source| SandboxError::Net {
         tenant: plan.tenant.name.clone(),
         source,
@@ -330,7 +334,7 @@ fn attach_net(
         crate::net::detach(&attached);
         return Err(io("write net.json")(e));
     }
-    Ok(())
+    Ok(crate::net::loopback_nameserver(&opts.net.resolv_conf).map(|_| net.gateway()))
 }
 
 /// Removes a half-built sandbox when `up` fails part-way.

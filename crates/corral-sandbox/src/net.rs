@@ -58,6 +58,9 @@ pub struct NetConfig {
     /// Where leases and the setup lock live (tmpfs: gone at reboot, with
     /// the bridge).
     pub run_dir: PathBuf,
+    /// The host's resolver configuration: its non-loopback nameservers stay
+    /// reachable, a loopback one gets the DNS relay.
+    pub resolv_conf: PathBuf,
 }
 
 impl Default for NetConfig {
@@ -67,6 +70,7 @@ impl Default for NetConfig {
             subnet: "10.213.0.0/16".into(),
             deny: Vec::new(),
             run_dir: PathBuf::from("/run/corral-net"),
+            resolv_conf: PathBuf::from("/etc/resolv.conf"),
         }
     }
 }
@@ -424,7 +428,8 @@ fn in_netns<T>(pid: i32, f: impl FnOnce() -> Result<T, Errno>) -> Result<T, Errn
 /// is idempotent: a setup cut short is finished by the next).
 fn ensure_host(net: &Net) -> Result<(), NetError> {
     let br = &net.cfg.bridge;
-    let rules = ruleset(net, &host_nameservers());
+    let relay = loopback_nameserver(&net.cfg.resolv_conf);
+    let rules = ruleset(net, &host_nameservers(&net.cfg.resolv_conf), relay);
     let installed = net.cfg.run_dir.join(format!("{br}.nft"));
     let ready = || {
         std::fs::read_to_string(format!("/sys/class/net/{br}/flags"))
@@ -462,6 +467,14 @@ fn ensure_host(net: &Net) -> Result<(), NetError> {
     let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{br}/disable_ipv6"), "1");
     let gw = format!("{}/{}", net.gateway(), net.subnet.prefix);
     run("ip", &["addr", "replace", &gw, "dev", br], None)?;
+    // With a relay, packets from the bridge may be routed to 127/8 (its
+    // DNAT target); the input chain admits only those.
+    let localnet = if relay.is_some() { "1" } else { "0" };
+    std::fs::write(
+        format!("/proc/sys/net/ipv4/conf/{br}/route_localnet"),
+        localnet,
+    )
+    .map_err(io("set route_localnet on the bridge (the DNS relay)"))?;
     run("ip", &["link", "set", br, "up"], None)
 }
 
@@ -496,23 +509,63 @@ fn run(prog: &str, args: &[&str], stdin: Option<&str>) -> Result<(), NetError> {
 }
 
 /// The host's non-loopback IPv4 nameservers (/etc/resolv.conf): tenants may
-/// send DNS there even when the `deny` list covers them. A resolver on the
-/// host's loopback (systemd-resolved's 127.0.0.53) is not reachable from a
-/// tenant's namespace (docs/security.md).
-pub fn host_nameservers() -> Vec<Ipv4Addr> {
-    std::fs::read_to_string("/etc/resolv.conf")
+/// send DNS there even when the `deny` list covers them.
+pub fn host_nameservers(resolv_conf: &Path) -> Vec<Ipv4Addr> {
+    resolv_nameservers(resolv_conf)
+        .into_iter()
+        .filter(|a| !a.is_loopback())
+        .collect()
+}
+
+/// The host's first nameserver on its loopback (systemd-resolved's
+/// 127.0.0.53, a local dnsmasq or unbound), which a tenant's namespace cannot
+/// reach: DNS sent to the bridge's address is relayed there (DNAT, with
+/// `route_localnet` on the bridge), and the sandbox's /etc/resolv.conf names
+/// the bridge's address instead ([`relay_resolv_conf`]).
+pub fn loopback_nameserver(resolv_conf: &Path) -> Option<Ipv4Addr> {
+    resolv_nameservers(resolv_conf)
+        .into_iter()
+        .find(|a| a.is_loopback())
+}
+
+fn resolv_nameservers(resolv_conf: &Path) -> Vec<Ipv4Addr> {
+    std::fs::read_to_string(resolv_conf)
         .unwrap_or_default()
         .lines()
         .filter_map(|l| {
             let mut w = l.split_whitespace();
             (w.next() == Some("nameserver")).then(|| w.next()?.parse::<Ipv4Addr>().ok())?
         })
-        .filter(|a| !a.is_loopback())
         .collect()
 }
 
+/// `resolv.conf` text with every loopback nameserver replaced by `relay`
+/// (once); None when it names none.
+pub fn relay_resolv_conf(text: &str, relay: Ipv4Addr) -> Option<String> {
+    let mut out = String::new();
+    let (mut found, mut written) = (false, false);
+    for l in text.lines() {
+        let mut w = l.split_whitespace();
+        let loopback = w.next() == Some("nameserver")
+            && w.next()
+                .and_then(|a| a.parse::<std::net::IpAddr>().ok())
+                .is_some_and(|a| a.is_loopback());
+        if loopback {
+            found = true;
+            if !written {
+                out.push_str(&format!("nameserver {relay}\n"));
+                written = true;
+            }
+        } else {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    found.then_some(out)
+}
+
 /// The one nftables table of all tenants (replaced whole, atomically).
-pub fn ruleset(net: &Net, nameservers: &[Ipv4Addr]) -> String {
+pub fn ruleset(net: &Net, nameservers: &[Ipv4Addr], relay_to: Option<Ipv4Addr>) -> String {
     let t = net.table();
     let br = &net.cfg.bridge;
     let mut deny: Vec<String> = vec![
@@ -532,6 +585,23 @@ pub fn ruleset(net: &Net, nameservers: &[Ipv4Addr]) -> String {
             list.join(", ")
         )
     };
+    let gw = net.gateway();
+    // DNS to the bridge's address, relayed to the host's loopback resolver.
+    let (relay_in, relay_nat) = match relay_to {
+        None => (String::new(), String::new()),
+        Some(to) => (
+            format!(
+                "    iifname \"{br}\" ct status dnat ct original ip daddr {gw} meta l4proto {{ tcp, udp }} th dport 53 accept\n"
+            ),
+            format!(
+                "  chain prerouting {{
+    type nat hook prerouting priority dstnat; policy accept;
+    iifname \"{br}\" ip daddr {gw} meta l4proto {{ tcp, udp }} th dport 53 dnat ip to {to}
+  }}
+"
+            ),
+        ),
+    };
     format!(
         "table inet {t} {{}}
 delete table inet {t}
@@ -543,8 +613,9 @@ table inet {t} {{
   chain input {{
     type filter hook input priority filter; policy accept;
     iifname \"{br}\" ct state established,related accept
-    iifname \"{br}\" reject with icmpx type admin-prohibited
+{relay_in}    iifname \"{br}\" reject with icmpx type admin-prohibited
   }}
+{relay_nat}
   chain forward {{
     type filter hook forward priority filter; policy accept;
     iifname \"{br}\" oifname \"{br}\" reject with icmpx type admin-prohibited
@@ -797,10 +868,33 @@ mod tests {
             ..NetConfig::default()
         })
         .unwrap();
-        let r = ruleset(&net, &[Ipv4Addr::new(10, 255, 255, 53)]);
+        let r = ruleset(&net, &[Ipv4Addr::new(10, 255, 255, 53)], None);
+        assert!(!r.contains("dnat"), "{r}");
+        let r2 = ruleset(&net, &[], Some(Ipv4Addr::new(127, 0, 0, 53)));
+        assert!(
+            r2.contains(
+                "ip daddr 10.213.0.1 meta l4proto { tcp, udp } th dport 53 dnat ip to 127.0.0.53"
+            ),
+            "{r2}"
+        );
+        assert!(
+            r2.contains("ct status dnat ct original ip daddr 10.213.0.1"),
+            "{r2}"
+        );
         assert!(r.contains("169.254.0.0/16"));
         assert!(r.contains("10.213.0.0/16, 192.168.0.0/16"));
         assert!(r.contains("ip daddr { 10.255.255.53 }"));
         assert!(r.contains("table inet corral_corral_br {\n"));
+    }
+
+    #[test]
+    fn loopback_nameservers_are_replaced_by_the_relay_once() {
+        let relay = Ipv4Addr::new(10, 213, 0, 1);
+        let t = "# systemd-resolved\nnameserver 127.0.0.53\nnameserver ::1\noptions edns0 trust-ad\nsearch example.org\n";
+        assert_eq!(
+            relay_resolv_conf(t, relay).unwrap(),
+            "# systemd-resolved\nnameserver 10.213.0.1\noptions edns0 trust-ad\nsearch example.org\n"
+        );
+        assert_eq!(relay_resolv_conf("nameserver 10.255.255.53\n", relay), None);
     }
 }

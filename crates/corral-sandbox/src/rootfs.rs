@@ -87,7 +87,11 @@ pub const SHM_SIZE: u64 = 64 << 20;
 
 /// Build the rootfs on a fresh tmpfs mounted at `newroot` (an existing empty
 /// host directory), then pivot into it.
-pub fn build(plan: &Plan, newroot: &Path) -> Result<(), RootfsError> {
+pub fn build(
+    plan: &Plan,
+    newroot: &Path,
+    dns_relay: Option<std::net::Ipv4Addr>,
+) -> Result<(), RootfsError> {
     // Nothing we mount may propagate back to the host; host unmounts still
     // reach us (slave), so the sandbox never pins a host filesystem.
     mount(NONE, "/", NONE, MsFlags::MS_REC | MsFlags::MS_SLAVE, NONE)
@@ -108,7 +112,7 @@ pub fn build(plan: &Plan, newroot: &Path) -> Result<(), RootfsError> {
     .map_err(|e| err("open new root", newroot, e))?;
     // SAFETY: `open` just returned this fd and nothing else owns it.
     let root: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(root) };
-    let fs = Rootfs { root };
+    let fs = Rootfs { root, dns_relay };
     for op in &plan.mounts {
         fs.apply(op)?;
     }
@@ -152,6 +156,9 @@ fn pivot(newroot: &Path) -> Result<(), RootfsError> {
 
 struct Rootfs {
     root: OwnedFd,
+    /// The DNS relay's address, which a copied /etc/resolv.conf names
+    /// instead of the host's loopback resolvers (crate::net).
+    dns_relay: Option<std::net::Ipv4Addr>,
 }
 
 impl Rootfs {
@@ -210,6 +217,13 @@ impl Rootfs {
                 std::io::Read::read_to_end(&mut std::fs::File::from(file), &mut data)
                     .map_err(|e| err("copy: read", src, e))?;
                 let m = mode.unwrap_or(st.st_mode & 0o7777);
+                if let (Some(relay), true) = (self.dns_relay, dst == Path::new("/etc/resolv.conf"))
+                {
+                    let text = String::from_utf8_lossy(&data);
+                    if let Some(new) = crate::net::relay_resolv_conf(&text, relay) {
+                        return self.file(dst, new.as_bytes(), m);
+                    }
+                }
                 self.file(dst, &data, m)
             }
             MountOp::Proc { dst } => {
