@@ -43,6 +43,9 @@ pub enum EnterError {
         #[source]
         source: corral_security::SecurityError,
     },
+    /// `corral suspend`: the login is refused.
+    #[error(transparent)]
+    Suspended(#[from] corral_profile::suspend::Suspended),
     #[error("no passwd entry for uid {0}")]
     NoUser(u32),
     #[error("user database: {0}")]
@@ -51,6 +54,7 @@ pub enum EnterError {
 
 /// The tenant's running sandbox, brought up with `corral up` if it is not.
 pub fn target(cfg: &AccessConfig, tenant: &str) -> Result<Target, EnterError> {
+    corral_profile::suspend::check(&cfg.config_dir, tenant)?;
     let layout = Layout::new(&cfg.state_dir);
     let join_err = |source| EnterError::Join {
         tenant: tenant.into(),

@@ -27,7 +27,7 @@ pub mod tenants;
 pub mod users;
 
 pub use map::TenantMap;
-pub use server::{parse_web_server_addrs, run, run_blocking, Listen, Options};
+pub use server::{parse_web_server_addrs, run, run_blocking, Listen, Options, SUSPENDED_PAGE};
 pub use tenants::{Failure, Sandboxes};
 
 /// The protocol crate, for the `corral cgi` wrapper (error pages, CGI environment).

@@ -78,6 +78,22 @@ impl Response {
         self.stdout(&page).await
     }
 
+    /// A whole page of the gateway's own (the suspended page): status,
+    /// content type and body, unless the response has begun.
+    pub async fn page(&mut self, status: u16, content_type: &str, body: &[u8]) -> Result<(), Gone> {
+        if self.head_sent {
+            return Ok(());
+        }
+        self.head_sent = true;
+        let mut out = format!(
+            "Status: {status} {}\r\nContent-Type: {content_type}\r\nCache-Control: no-store\r\n\r\n",
+            corral_fastcgi::cgi::reason_phrase(status)
+        )
+        .into_bytes();
+        out.extend_from_slice(body);
+        self.stdout(&out).await
+    }
+
     /// End the stdout stream and the request (FCGI_END_REQUEST); closes the
     /// connection afterwards when the web server did not ask to keep it.
     pub async fn end(self, app_status: u32) {

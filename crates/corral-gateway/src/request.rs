@@ -106,9 +106,10 @@ async fn run(
             let (s, sf, h) = (shared.clone(), script.clone(), host.clone());
             match tokio::task::spawn_blocking(move || s.tenants.prepare(&sf, h.as_deref())).await {
                 Ok(Ok(p)) => p,
-                Ok(Err(f)) => return fail(resp, &script, "-", f).await,
+                Ok(Err(f)) => return fail(shared, resp, &script, "-", f).await,
                 Err(e) => {
                     return fail(
+                        shared,
                         resp,
                         &script,
                         "-",
@@ -118,7 +119,7 @@ async fn run(
                 }
             }
         }
-        Err(f) => return fail(resp, &script, "-", f).await,
+        Err(f) => return fail(shared, resp, &script, "-", f).await,
     };
     let tenant = p.script.tenant.name.clone();
     let base = corral_sandbox::spawn::environment(&p.target.plan, std::iter::empty(), &[]);
@@ -146,12 +147,22 @@ async fn run(
     let stdin = cgienv::has_body(&params).then_some(stdin);
     match execute(shared, resp, &p, req, stdin, abort, deadline, &label).await {
         Ok(status) => status,
-        Err(f) => fail(resp, &script, &tenant, f).await,
+        Err(f) => fail(shared, resp, &script, &tenant, f).await,
     }
 }
 
-async fn fail(resp: &mut Response, script: &str, tenant: &str, f: Failure) -> u32 {
+async fn fail(shared: &Shared, resp: &mut Response, script: &str, tenant: &str, f: Failure) -> u32 {
     log::line(format_args!("{} [{tenant} {script}] {}", f.status, f.what));
+    if f.suspended {
+        let _ = resp
+            .page(
+                503,
+                "text/html; charset=utf-8",
+                shared.suspended_page.as_bytes(),
+            )
+            .await;
+        return 0;
+    }
     let public = match f.status {
         403 => "The script is not allowed to run (the gateway log says why).",
         404 => "No such script.",

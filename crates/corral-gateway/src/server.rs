@@ -65,7 +65,12 @@ pub struct Options {
     /// Mode and group of a unix socket (only the web server should reach it).
     pub socket_mode: u32,
     pub socket_gid: Option<u32>,
+    /// The page (HTML) a suspended tenant's visitors get with 503.
+    pub suspended_page: String,
 }
+
+/// The built-in suspended page.
+pub const SUSPENDED_PAGE: &str = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Site suspended</title></head>\n<body><h1>This site is suspended</h1><p>Please contact the site's owner or the hosting provider.</p></body></html>\n";
 
 /// Requests being served, to wait for at shutdown.
 #[derive(Default)]
@@ -99,6 +104,8 @@ pub struct Shared {
     pub timeout: Duration,
     pub max_conns: u32,
     pub idle_timeout: Duration,
+    /// What a suspended tenant's visitors get (HTML).
+    pub suspended_page: String,
     pub inflight: InFlight,
     /// The stdin of a script whose request has no body.
     pub devnull: std::fs::File,
@@ -128,6 +135,7 @@ pub async fn run(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Result
         timeout: opts.timeout,
         max_conns: opts.max_conns,
         idle_timeout: opts.idle_timeout,
+        suspended_page: opts.suspended_page.clone(),
         inflight: InFlight::default(),
         devnull,
         drain,

@@ -25,6 +25,10 @@ pub trait Sandboxes: Send + Sync + 'static {
     fn layout(&self) -> &Layout;
     /// The tenant's join target, bringing its sandbox up first if needed.
     fn target(&self, tenant: &str) -> anyhow::Result<Target>;
+    /// Why the tenant is suspended, if it is (checked on every request).
+    fn suspended(&self, _tenant: &str) -> Option<String> {
+        None
+    }
 }
 
 /// Why a request does not run: its HTTP status, the rule or step that
@@ -33,6 +37,8 @@ pub trait Sandboxes: Send + Sync + 'static {
 pub struct Failure {
     pub status: u16,
     pub what: String,
+    /// The tenant is suspended: the answer is the suspended page.
+    pub suspended: bool,
 }
 
 impl Failure {
@@ -40,6 +46,7 @@ impl Failure {
         Failure {
             status,
             what: what.into(),
+            suspended: false,
         }
     }
 }
@@ -49,6 +56,7 @@ impl From<safety::Refusal> for Failure {
         Failure {
             status: r.status,
             what: r.to_string(),
+            suspended: false,
         }
     }
 }
@@ -211,6 +219,14 @@ impl Tenants {
         let Some(script) = safety::check_with(script_filename, host, &map, &mut users)? else {
             return Ok(None);
         };
+        // Before the sandbox: a suspended tenant's is not brought up.
+        if let Some(reason) = self.provider.suspended(&script.tenant.name) {
+            return Err(Failure {
+                status: 503,
+                what: format!("suspended: {reason}"),
+                suspended: true,
+            });
+        }
         let sandbox = match self.cached(&script.tenant.name) {
             Some(s) => s,
             None if may_block => self.load_sandbox(&script.tenant.name)?,

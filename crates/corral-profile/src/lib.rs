@@ -11,6 +11,7 @@
 
 pub mod edit;
 pub mod plan;
+pub mod suspend;
 
 mod build;
 mod digest;

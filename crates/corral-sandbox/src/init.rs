@@ -86,6 +86,8 @@ struct Spawner {
     /// The host protected the init from the OOM killer (lifecycle): its
     /// children go back to 0.
     reset_oom: bool,
+    /// The tenant is suspended: no new process starts.
+    suspended: bool,
     rlimits: Vec<(libc::c_int, u64, u64)>,
     devnull: OwnedFd,
     /// The stack every spawned child runs on until its exec.
@@ -228,6 +230,11 @@ impl Spawner {
         pass_fds: &[RawFd],
         subreaper: bool,
     ) -> Result<Pid, crate::spawn::SpawnError> {
+        if self.suspended {
+            return Err(crate::spawn::SpawnError::Failed(
+                corral_security::Failure::from_raw(corral_security::Step::Fork, libc::EACCES),
+            ));
+        }
         let spec = ExecSpec {
             argv,
             env,
@@ -410,6 +417,7 @@ fn prepare(
             reset_signals: crate::spawn::non_default_signals(),
             reset_sched: false,
             reset_oom: false,
+            suspended: false,
             security,
             devnull,
         },
@@ -576,6 +584,10 @@ impl Init {
             }
             Ok(Request::Signal { pid, signal }) => Some(self.signal(id, pid, signal)),
             Ok(Request::Status) => Some(Reply::Status(self.status())),
+            Ok(Request::Suspend { on }) => {
+                self.suspend(on);
+                Some(Reply::Status(self.status()))
+            }
             Ok(Request::Service { op, name }) => Some(
                 match self
                     .services
@@ -734,6 +746,24 @@ impl Init {
             if c.conn == Some(id) {
                 c.conn = None;
                 kill_tree(*pid);
+            }
+        }
+    }
+
+    /// Suspended: every process of the sandbox but the init is stopped
+    /// (SIGSTOP), and the spawner refuses new ones (services included) until
+    /// resumed (SIGCONT to all). The init itself keeps answering, so the
+    /// CLI can report the state and resume it. SIGSTOP rather than the
+    /// cgroup freezer: the freezer would stop the init with the rest.
+    fn suspend(&mut self, on: bool) {
+        self.spawner.suspended = on;
+        let sig = if on { Signal::SIGSTOP } else { Signal::SIGCONT };
+        if std::process::id() == 1 {
+            // pid 1 of its own namespace: -1 reaches exactly the sandbox.
+            let _ = kill(Pid::from_raw(-1), sig);
+        } else {
+            for p in descendants(std::process::id() as i32) {
+                let _ = kill(Pid::from_raw(p), sig);
             }
         }
     }

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 /// Bumped whenever a message changes shape; `corral up` does not reuse a
 /// sandbox whose init speaks another version: it takes it down and builds
 /// it anew.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 /// Largest message either side sends.
 pub const MAX_MESSAGE: usize = 64 * 1024;
 
@@ -72,6 +72,11 @@ pub enum Request {
     Service {
         op: ServiceOp,
         name: Option<String>,
+    },
+    /// Suspend (stop every process of the sandbox but the init, refuse new
+    /// ones) or resume it; the reply is `Status`.
+    Suspend {
+        on: bool,
     },
 }
 

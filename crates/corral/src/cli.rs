@@ -210,6 +210,11 @@ pub enum Command {
     /// Choose a tenant's limits plan (saved in its override file, applied live).
     #[command(subcommand)]
     Plan(PlanCmd),
+    /// Suspend a tenant: its processes stop, every way in refuses (exit 77, gateway 503), until unsuspended.
+    #[command(after_help = SUSPEND_AFTER_HELP)]
+    Suspend(SuspendArgs),
+    /// Resume a suspended tenant: its stopped processes continue, every way in works again.
+    Unsuspend(UnsuspendArgs),
     /// One-shot usage and fault counters per tenant (CPU %, memory, processes, IO, entry processes).
     Stats(StatsArgs),
     /// Live, refreshing usage per tenant, sortable (like lvetop).
@@ -290,6 +295,29 @@ pub enum ServiceCmd {
         #[arg(long)]
         dry_run: bool,
     },
+}
+
+const SUSPEND_AFTER_HELP: &str = "The suspension is recorded in /etc/corral/suspended/TENANT.json, so it holds \
+across restarts and reboots. A running sandbox stays up: its init stops every process in it (SIGSTOP) and \
+starts none until `corral unsuspend`, which continues them (SIGCONT). Meanwhile `corral run`, `up`, `restart` \
+and `service start` exit with 77 and the reason, the gateway answers 503 (--suspended-page), and SSH, SFTP, \
+cron and su logins are refused.
+
+Examples:
+  corral suspend alice --reason \"invoice 2026-118 unpaid\"
+  corral unsuspend alice";
+
+#[derive(Args, Debug)]
+pub struct SuspendArgs {
+    pub tenant: String,
+    /// Why (shown to whoever is refused, and in the record).
+    #[arg(long)]
+    pub reason: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct UnsuspendArgs {
+    pub tenant: String,
 }
 
 #[derive(Subcommand, Debug)]

@@ -25,7 +25,15 @@ fn main() {
         Ok(code) => code,
         Err(e) => {
             eprintln!("corral: {}", out::error_line(&e));
-            ctx::EXIT_FAILURE
+            let suspended = e.chain().any(|c| {
+                c.downcast_ref::<corral_profile::suspend::Suspended>()
+                    .is_some()
+            });
+            if suspended {
+                corral_profile::suspend::EXIT_SUSPENDED
+            } else {
+                ctx::EXIT_FAILURE
+            }
         }
     };
     std::process::exit(code);

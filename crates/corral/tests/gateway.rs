@@ -716,6 +716,31 @@ fn cgi_wrapper_runs_scripts_in_the_sandbox() {
 }
 
 /// The test rig: a gateway and an nginx in front of it, per test.
+#[test]
+fn a_suspended_tenants_scripts_answer_503_with_the_suspended_page() {
+    let s = Stack::start(&[], 30);
+    s.script(T1, "env.cgi", ENV_CGI);
+    s.script(T2, "env.cgi", ENV_CGI);
+    let path = format!("/~{T1}/env.cgi");
+    assert_eq!(s.get(&path, &[]).status, 200);
+    s.env.ok(&["suspend", T1, "--reason", "unpaid invoice"]);
+    let r = s.get(&path, &[]);
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.text().contains("This site is suspended"), "{}", r.text());
+    assert!(
+        r.header("Content-Type")
+            .is_some_and(|v| v.starts_with("text/html")),
+        "{:?}",
+        r.headers
+    );
+    assert!(s.log().contains("suspended: unpaid invoice"), "{}", s.log());
+    // A neighbour is not affected.
+    assert_eq!(s.get(&format!("/~{T2}/env.cgi"), &[]).status, 200);
+    s.env.ok(&["unsuspend", T1]);
+    let r = s.get(&path, &[]);
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
 mod gw {
     use super::common::*;
     use std::io::{Read, Write};

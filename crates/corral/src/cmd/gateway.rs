@@ -39,6 +39,10 @@ pub struct GatewayArgs {
     /// HTTPS, REMOTE_ADDR), for unix peers when given (SO_PEERCRED).
     #[arg(long, value_name = "USER")]
     pub allow_user: Vec<String>,
+    /// The page (HTML) a suspended tenant's visitors get, with status 503
+    /// (`corral suspend`); default: a short built-in one.
+    #[arg(long, value_name = "FILE")]
+    pub suspended_page: Option<PathBuf>,
     /// Host/docroot -> tenant map and policy (TOML, reloaded on SIGHUP).
     /// Without it every script runs as its owner.
     #[arg(long, value_name = "FILE")]
@@ -90,6 +94,9 @@ impl corral_gateway::Sandboxes for CliSandboxes {
     fn target(&self, tenant: &str) -> anyhow::Result<Target> {
         CliSandboxes::target(self, tenant)
     }
+    fn suspended(&self, tenant: &str) -> Option<String> {
+        corral_profile::suspend::suspension(&self.config_dir, tenant).map(|s| s.reason)
+    }
 }
 
 pub fn gateway(ctx: &Ctx, a: GatewayArgs) -> anyhow::Result<i32> {
@@ -137,6 +144,11 @@ pub fn gateway(ctx: &Ctx, a: GatewayArgs) -> anyhow::Result<i32> {
         map_file: a.map,
         socket_mode: a.socket_mode,
         socket_gid,
+        suspended_page: match &a.suspended_page {
+            Some(p) => std::fs::read_to_string(p)
+                .map_err(|e| anyhow::anyhow!("--suspended-page {}: {e}", p.display()))?,
+            None => corral_gateway::SUSPENDED_PAGE.to_string(),
+        },
     };
     corral_gateway::run_blocking(opts, Box::new(CliSandboxes::new(ctx)?))?;
     Ok(0)

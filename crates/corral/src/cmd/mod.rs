@@ -7,6 +7,7 @@ pub mod mail;
 mod profile;
 mod run;
 mod service;
+mod suspend;
 mod tenants;
 
 use crate::cli::Command;
@@ -26,6 +27,8 @@ pub fn dispatch(ctx: &Ctx, cmd: Command) -> anyhow::Result<i32> {
         Command::Profile(p) => profile::profile(ctx, p),
         Command::Limits(c) => limits::limits(ctx, c),
         Command::Plan(c) => limits::plan(ctx, c),
+        Command::Suspend(a) => suspend::suspend(ctx, &a.tenant, a.reason),
+        Command::Unsuspend(a) => suspend::unsuspend(ctx, &a.tenant),
         Command::Stats(a) => limits::stats(ctx, a),
         Command::Top(a) => limits::top(ctx, a),
         Command::Gateway(a) => gateway::gateway(ctx, a),

@@ -28,6 +28,10 @@ pub fn target(ctx: &Ctx, tenant: &str) -> anyhow::Result<Target> {
 }
 
 pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
+    crate::ctx::check_tenant_name(&a.tenant)?;
+    // One stat: a suspended tenant's sandbox may be up (stopped) and would
+    // otherwise take the command.
+    corral_profile::suspend::check(&ctx.config_dir, &a.tenant)?;
     let env = parse_env(&a.env)?;
     // Preserved fds must really be the caller's: checked before corral opens
     // any fd of its own, which could otherwise land in that range.

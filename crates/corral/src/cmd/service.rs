@@ -16,9 +16,15 @@ pub fn service(ctx: &Ctx, cmd: ServiceCmd) -> anyhow::Result<i32> {
     match cmd {
         ServiceCmd::Ls { tenants } => ls(ctx, tenants),
         ServiceCmd::Status { tenant, name } => act(ctx, &tenant, name, ServiceOp::Status),
-        ServiceCmd::Start { tenant, name } => act(ctx, &tenant, name, ServiceOp::Start),
+        ServiceCmd::Start { tenant, name } => {
+            corral_profile::suspend::check(&ctx.config_dir, &tenant)?;
+            act(ctx, &tenant, name, ServiceOp::Start)
+        }
         ServiceCmd::Stop { tenant, name } => act(ctx, &tenant, name, ServiceOp::Stop),
-        ServiceCmd::Restart { tenant, name } => act(ctx, &tenant, name, ServiceOp::Restart),
+        ServiceCmd::Restart { tenant, name } => {
+            corral_profile::suspend::check(&ctx.config_dir, &tenant)?;
+            act(ctx, &tenant, name, ServiceOp::Restart)
+        }
         ServiceCmd::Logs {
             tenant,
             name,
@@ -402,6 +408,11 @@ fn boot(ctx: &Ctx, dry_run: bool) -> anyhow::Result<i32> {
             }
         };
         if plan.services.is_empty() {
+            continue;
+        }
+        if let Err(s) = corral_profile::suspend::check(&ctx.config_dir, &t) {
+            // Not a failure of the boot: the operator's decision.
+            outln!("{t}: not brought up: {s}");
             continue;
         }
         if dry_run {

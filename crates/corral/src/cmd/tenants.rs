@@ -21,6 +21,7 @@ pub fn bring_up(
     opts: &UpOptions,
     tenant: &str,
 ) -> anyhow::Result<UpOutcome> {
+    corral_profile::suspend::check(config_dir, tenant)?;
     let plan = corral_profile::load(config_dir, tenant)?;
     let limits = corral_limits::Limits::from_source(&plan.limits)?;
     Ok(corral_sandbox::up(layout, &plan, &limits, opts)?)
@@ -79,6 +80,7 @@ pub fn down(ctx: &Ctx, tenants: &[String]) -> anyhow::Result<i32> {
 
 pub fn restart(ctx: &Ctx, tenants: &[String]) -> anyhow::Result<i32> {
     for t in tenants {
+        corral_profile::suspend::check(&ctx.config_dir, t)?;
         // Validate the new profile before taking the old sandbox down.
         let plan = corral_profile::load(&ctx.config_dir, t)?;
         corral_limits::Limits::from_source(&plan.limits)?;
