@@ -148,9 +148,7 @@ impl Exporter {
         let mut errors = Vec::new();
         let samples = names
             .iter()
-            .map(|t| {
-                self.read_tenant(t, &mut |what: String| errors.push(format!("{t}: {what}")))
-            })
+            .map(|t| self.read_tenant(t, &mut |what: String| errors.push(format!("{t}: {what}"))))
             .collect();
         (samples, errors)
     }
@@ -202,18 +200,9 @@ impl Exporter {
         if let Some(name) = st.cgroup.as_deref() {
             match self
                 .backend(&st.cgroup_parent)
-                .and_then(|b| TenantCgroup::open(&b, name))
+                .and_then(|b| TenantCgroup::named(&b, name)?.usage_and_faults())
             {
-                Ok(cg) => {
-                    match cg.usage() {
-                        Ok(u) => s.usage = Some(u),
-                        Err(e) => failed(e.to_string()),
-                    }
-                    match cg.faults() {
-                        Ok(f) => s.faults = Some(f),
-                        Err(e) => failed(e.to_string()),
-                    }
-                }
+                Ok((u, f)) => (s.usage, s.faults) = (Some(u), Some(f)),
                 Err(e) => failed(e.to_string()),
             }
         }
@@ -404,7 +393,8 @@ impl Collector for TenantCollector {
             n.metric_type(),
         )?;
         n.encode(m.encode_family(&[("state", "up")])?)?;
-        ConstGauge::new(snap.tenants.len() as i64 - up).encode(m.encode_family(&[("state", "down")])?)?;
+        ConstGauge::new(snap.tenants.len() as i64 - up)
+            .encode(m.encode_family(&[("state", "down")])?)?;
 
         let took = ConstGauge::new(snap.took.as_secs_f64());
         took.encode(enc.encode_descriptor(
@@ -526,10 +516,22 @@ mod tests {
             ..Default::default()
         };
         // "alive": this process stands in for its init; its cgroup is missing.
-        write(&layout, &state("alive", me, start, Some("alive")), Some(&limits));
+        write(
+            &layout,
+            &state("alive", me, start, Some("alive")),
+            Some(&limits),
+        );
         // Limits off: no cgroup, nothing to read there.
-        write(&layout, &state("nocg", me, start, None), Some(&Limits::default()));
-        write(&layout, &state("dead", i32::MAX, 1, Some("dead")), Some(&limits));
+        write(
+            &layout,
+            &state("nocg", me, start, None),
+            Some(&Limits::default()),
+        );
+        write(
+            &layout,
+            &state("dead", i32::MAX, 1, Some("dead")),
+            Some(&limits),
+        );
         std::fs::create_dir_all(layout.tenant("incomplete").dir).unwrap();
         std::fs::create_dir_all(layout.tenant("damaged").dir).unwrap();
         std::fs::write(layout.tenant("damaged").state(), "{\"tenant\"").unwrap();
@@ -547,13 +549,22 @@ mod tests {
             ("corral_tenants{state=\"up\"}", "2"),
             ("corral_tenants{state=\"down\"}", "3"),
             ("corral_tenant_cpu_limit_cores{tenant=\"alive\"}", "1.5"),
-            ("corral_tenant_memory_limit_bytes{tenant=\"alive\"}", "1073741824"),
+            (
+                "corral_tenant_memory_limit_bytes{tenant=\"alive\"}",
+                "1073741824",
+            ),
             ("corral_tenant_processes_limit{tenant=\"alive\"}", "100"),
             ("corral_tenant_entry_processes_limit{tenant=\"alive\"}", "3"),
             // No entry directory yet: nothing in use, nothing refused.
             ("corral_tenant_entry_processes{tenant=\"alive\"}", "0"),
-            ("corral_tenant_entry_rejections_total{tenant=\"alive\"}", "0"),
-            ("corral_tenant_start_time_seconds{tenant=\"alive\"}", "1700000000"),
+            (
+                "corral_tenant_entry_rejections_total{tenant=\"alive\"}",
+                "0",
+            ),
+            (
+                "corral_tenant_start_time_seconds{tenant=\"alive\"}",
+                "1700000000",
+            ),
             ("corral_scrape_errors_total", "1"),
         ] {
             assert_eq!(sample(&text, series), Some(want), "{series} in\n{text}");
@@ -564,9 +575,17 @@ mod tests {
         );
         // No usage without a readable cgroup, no limit series for a limit
         // that is not set, nothing but `up` for a tenant that is down.
-        assert_eq!(sample(&text, "corral_tenant_cpu_seconds_total{tenant=\"alive\"}"), None);
-        assert_eq!(sample(&text, "corral_tenant_cpu_limit_cores{tenant=\"nocg\"}"), None);
-        assert!(!text.contains("tenant=\"dead\"} 1") && !text.contains("_limit_bytes{tenant=\"dead\""));
+        assert_eq!(
+            sample(&text, "corral_tenant_cpu_seconds_total{tenant=\"alive\"}"),
+            None
+        );
+        assert_eq!(
+            sample(&text, "corral_tenant_cpu_limit_cores{tenant=\"nocg\"}"),
+            None
+        );
+        assert!(
+            !text.contains("tenant=\"dead\"} 1") && !text.contains("_limit_bytes{tenant=\"dead\"")
+        );
         // The error counter keeps counting across scrapes.
         let (text, _) = exporter.render(Format::Text).unwrap();
         assert_eq!(sample(&text, "corral_scrape_errors_total"), Some("2"));

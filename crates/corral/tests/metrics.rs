@@ -77,7 +77,9 @@ fn free_port() -> u16 {
 fn get(port: u16, target: &str, accept: Option<&str>) -> std::io::Result<(u16, String, String)> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let accept = accept.map(|a| format!("Accept: {a}\r\n")).unwrap_or_default();
+    let accept = accept
+        .map(|a| format!("Accept: {a}\r\n"))
+        .unwrap_or_default();
     write!(
         s,
         "GET {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{accept}Connection: close\r\n\r\n"
@@ -91,7 +93,10 @@ fn get(port: u16, target: &str, accept: Option<&str>) -> std::io::Result<(u16, S
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         dechunk(body)
     } else {
         body.to_string()
@@ -173,7 +178,10 @@ fn dump_passes_promtool_and_shows_the_tenants_usage_and_limits() {
     for (name, want) in [
         ("corral_tenant_up", Some(1.0)),
         ("corral_tenant_cpu_limit_cores", Some(1.0)),
-        ("corral_tenant_memory_limit_bytes", Some((1u64 << 30) as f64)),
+        (
+            "corral_tenant_memory_limit_bytes",
+            Some((1u64 << 30) as f64),
+        ),
         ("corral_tenant_processes_limit", Some(100.0)),
         ("corral_tenant_entry_processes_limit", Some(20.0)),
         ("corral_tenant_entry_processes", Some(0.0)),
@@ -185,7 +193,8 @@ fn dump_passes_promtool_and_shows_the_tenants_usage_and_limits() {
         ("corral_tenant_cpu_throttled_seconds_total", None),
         ("corral_tenant_start_time_seconds", None),
     ] {
-        let v = value(&text, &series(name, T1)).unwrap_or_else(|| panic!("{name} missing:\n{text}"));
+        let v =
+            value(&text, &series(name, T1)).unwrap_or_else(|| panic!("{name} missing:\n{text}"));
         if let Some(want) = want {
             assert_eq!(v, want, "{name}");
         }
@@ -197,8 +206,14 @@ fn dump_passes_promtool_and_shows_the_tenants_usage_and_limits() {
     // The OpenMetrics form: same samples, OpenMetrics' own lines.
     let om = env.ok(&["metrics", "dump", "--openmetrics"]);
     assert!(om.ends_with("# EOF\n"), "{om}");
-    assert!(om.contains("# TYPE corral_tenant_cpu_seconds counter\n"), "{om}");
-    assert!(om.contains("# UNIT corral_tenant_memory_bytes bytes\n"), "{om}");
+    assert!(
+        om.contains("# TYPE corral_tenant_cpu_seconds counter\n"),
+        "{om}"
+    );
+    assert!(
+        om.contains("# UNIT corral_tenant_memory_bytes bytes\n"),
+        "{om}"
+    );
 }
 
 #[test]
@@ -227,7 +242,11 @@ fn prometheus_scrapes_the_endpoint_and_its_api_returns_the_tenants_series() {
         corral.assert_running();
         get(port, "/metrics", None).is_ok_and(|(s, _, _)| s == 200)
     });
-    assert!(ready, "corral metrics serve did not answer:\n{}", corral.log());
+    assert!(
+        ready,
+        "corral metrics serve did not answer:\n{}",
+        corral.log()
+    );
 
     // What the endpoint says, by the client's Accept header.
     let (status, head, body) = get(port, "/metrics", None).unwrap();
@@ -257,7 +276,10 @@ fn prometheus_scrapes_the_endpoint_and_its_api_returns_the_tenants_series() {
     .unwrap();
     let mut cmd = Command::new("prometheus");
     cmd.arg(format!("--config.file={}", config.display()))
-        .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("data").display()
+        ))
         .arg(format!("--web.listen-address=127.0.0.1:{web}"))
         .current_dir(dir.path());
     let mut prom = Server::start("prometheus", cmd, &dir.path().join("prometheus.log"));
@@ -302,10 +324,16 @@ fn prometheus_scrapes_the_endpoint_and_its_api_returns_the_tenants_series() {
     assert_eq!(r["metric"]["tenant"], T1, "{r}");
     let cpu: f64 = r["value"][1].as_str().unwrap().parse().unwrap();
     assert!(cpu > 0.0, "{r}");
-    eprintln!("Prometheus: {cpu_query} = {cpu} after {:?}", start.elapsed());
+    eprintln!(
+        "Prometheus: {cpu_query} = {cpu} after {:?}",
+        start.elapsed()
+    );
 
     // The same scrape holds the other families, typed as declared.
-    let mem = query(&format!("corral_tenant_memory_limit_bytes{{tenant=\"{T1}\"}}")).unwrap();
+    let mem = query(&format!(
+        "corral_tenant_memory_limit_bytes{{tenant=\"{T1}\"}}"
+    ))
+    .unwrap();
     assert_eq!(mem["value"][1], (1u64 << 30).to_string(), "{mem}");
     let up = query(&format!("corral_tenant_up{{tenant=\"{T1}\"}}")).unwrap();
     assert_eq!(up["value"][1], "1", "{up}");

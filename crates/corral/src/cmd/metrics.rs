@@ -83,7 +83,9 @@ fn dump(ctx: &Ctx, a: DumpArgs) -> anyhow::Result<i32> {
 pub fn listen_addr(listen: &str, allow_remote: bool) -> anyhow::Result<SocketAddr> {
     let addrs: Vec<SocketAddr> = listen
         .to_socket_addrs()
-        .map_err(|e| anyhow::anyhow!("--listen {listen}: {e} (expected ADDR:PORT, e.g. {DEFAULT_LISTEN})"))?
+        .map_err(|e| {
+            anyhow::anyhow!("--listen {listen}: {e} (expected ADDR:PORT, e.g. {DEFAULT_LISTEN})")
+        })?
         .collect();
     let addr = *addrs
         .first()
@@ -142,9 +144,8 @@ async fn run_server(addr: SocketAddr, exporter: Arc<Exporter>) -> anyhow::Result
         };
         let (exporter, lock) = (exporter.clone(), lock.clone());
         tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |req| {
-                handle(req, exporter.clone(), lock.clone())
-            });
+            let svc =
+                hyper::service::service_fn(move |req| handle(req, exporter.clone(), lock.clone()));
             // Errors of one connection (a client that went away) are its own.
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
@@ -176,8 +177,10 @@ async fn handle(
     const TEXT: &str = "text/plain; charset=utf-8";
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, "GET only\n".into());
-        r.headers_mut()
-            .insert(hyper::header::ALLOW, hyper::header::HeaderValue::from_static("GET, HEAD"));
+        r.headers_mut().insert(
+            hyper::header::ALLOW,
+            hyper::header::HeaderValue::from_static("GET, HEAD"),
+        );
         return Ok(r);
     }
     match req.uri().path() {
@@ -208,7 +211,11 @@ async fn handle(
         }
         Err(e) => {
             eprintln!("corral: metrics: {e}");
-            reply(StatusCode::INTERNAL_SERVER_ERROR, TEXT, "internal error\n".into())
+            reply(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                TEXT,
+                "internal error\n".into(),
+            )
         }
     })
 }
