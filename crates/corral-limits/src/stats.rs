@@ -319,8 +319,10 @@ fn usage_in(cg: &TenantCgroup, files: &dyn Files) -> Result<Usage> {
 
 fn faults_in(cg: &TenantCgroup, files: &dyn Files) -> Result<Faults> {
     let v2 = matches!(cg.backend().kind(), Kind::V2 { .. });
-    let mut f = Faults::default();
-    f.pids_max_hits = keyed_in(files, Controller::Pids, "pids.events", &[("max", true)])?[0];
+    let mut f = Faults {
+        pids_max_hits: keyed_in(files, Controller::Pids, "pids.events", &[("max", true)])?[0],
+        ..Default::default()
+    };
     if v2 {
         let c = keyed_in(
             files,
