@@ -224,7 +224,7 @@ pub enum Command {
     Service(ServiceCmd),
     /// Prometheus metrics of every tenant (usage, limits, fault counters): serve them over HTTP
     /// for scraping, or print them once (docs/metrics.md).
-    #[command(subcommand)]
+    #[command(subcommand, after_help = crate::cmd::metrics::METRICS_AFTER_HELP)]
     Metrics(crate::cmd::metrics::MetricsCmd),
 }
 

@@ -15,18 +15,17 @@ use std::sync::Arc;
 /// Prometheus exporters use; docs/metrics.md).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9717";
 
-const METRICS_AFTER_HELP: &str = "Examples:
+pub const METRICS_AFTER_HELP: &str = "Examples:
   corral metrics serve                              http://127.0.0.1:9717/metrics
   corral metrics serve --listen '[::1]:9717'
   corral metrics serve --listen 10.0.0.5:9717 --allow-remote   (firewall it: no TLS, no auth)
   corral metrics dump | promtool check metrics
-  corral metrics dump > /var/lib/prometheus/node-exporter/corral.prom.$$ && mv ... corral.prom
+  corral metrics dump > corral.prom.tmp && mv corral.prom.tmp corral.prom   (textfile collector)
 Every series is labelled tenant=\"NAME\"; counters end in _total, units are seconds and bytes.
 Prometheus scrape config, every metric and a Grafana dashboard (config/grafana-corral.json):
 docs/metrics.md.";
 
 #[derive(Subcommand, Debug)]
-#[command(after_help = METRICS_AFTER_HELP)]
 pub enum MetricsCmd {
     /// Serve GET /metrics over HTTP for Prometheus to scrape, until SIGTERM or Ctrl-C.
     #[command(after_help = METRICS_AFTER_HELP)]
