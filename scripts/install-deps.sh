@@ -22,6 +22,9 @@ PACKAGES=(
   # mail from sandboxes goes to a real MTA in the tests (Debian's default
   # exim configuration delivers locally only)
   exim4-daemon-light
+  # crates/corral/tests/metrics.rs: a real Prometheus scrapes `corral metrics
+  # serve`, and promtool checks `corral metrics dump`
+  prometheus
   # cgroup v2 tests boot a Debian kernel under qemu
   qemu-system-x86 linux-image-amd64 busybox-static cpio
 )
@@ -41,7 +44,7 @@ if ((${#missing[@]})); then
 fi
 
 # Distribution services must not keep running: tests and benchmarks start their own.
-for svc in nginx php8.2-fpm php-fpm ssh cron exim4; do
+for svc in nginx php8.2-fpm php-fpm ssh cron exim4 prometheus; do
   if [ -x "/etc/init.d/$svc" ]; then "/etc/init.d/$svc" stop >/dev/null 2>&1 || true; fi
 done
 

@@ -171,6 +171,18 @@ impl TenantCgroup {
         Ok(cg)
     }
 
+    /// The tenant's cgroup without checking that its directories exist:
+    /// for a reader that opens them anyway ([`Self::usage_and_faults`]
+    /// answers [`CgroupError::NotFound`] then), saving a path lookup per
+    /// hierarchy.
+    pub fn named(backend: &Backend, name: &str) -> Result<TenantCgroup> {
+        check_rel("tenant name", name, false)?;
+        Ok(TenantCgroup {
+            backend: backend.clone(),
+            name: name.to_string(),
+        })
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }

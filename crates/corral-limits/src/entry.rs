@@ -119,6 +119,17 @@ impl EntrySlots {
         })
     }
 
+    /// The slots in `dir` for reading their counters ([`Self::in_use`],
+    /// [`Self::rejections`]) without creating anything: an observer (the
+    /// metrics endpoint) must not recreate the directory of a tenant that
+    /// `corral down` is removing. A missing directory reads as 0 and 0.
+    pub fn observe(dir: &Path, limit: u32) -> EntrySlots {
+        EntrySlots {
+            dir: dir.to_path_buf(),
+            limit,
+        }
+    }
+
     pub fn limit(&self) -> u32 {
         self.limit
     }
@@ -201,7 +212,12 @@ impl EntrySlots {
     /// existing slot file (including ones beyond a lowered limit).
     pub fn in_use(&self) -> Result<u32, EntryError> {
         let mut held = 0;
-        let entries = std::fs::read_dir(&self.dir).map_err(io_err("listing", &self.dir))?;
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            // Only an observer's slots ([`Self::observe`]) can lack the directory.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(io_err("listing", &self.dir)(e)),
+        };
         for entry in entries {
             let entry = entry.map_err(io_err("listing", &self.dir))?;
             let name = entry.file_name();
@@ -213,7 +229,12 @@ impl EntrySlots {
                 continue;
             }
             let path = entry.path();
-            let file = File::open(&path).map_err(io_err("opening", &path))?;
+            let file = match File::open(&path) {
+                Ok(f) => f,
+                // Removed since the listing (the tenant went down).
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io_err("opening", &path)(e)),
+            };
             if !try_lock(&file, &path)? {
                 held += 1;
             }
@@ -225,6 +246,23 @@ impl EntrySlots {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_observer_creates_nothing_and_reads_a_missing_dir_as_zero() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("ep");
+        let seen = EntrySlots::observe(&dir, 2);
+        assert_eq!(seen.in_use().unwrap(), 0);
+        assert_eq!(seen.rejections().unwrap(), 0);
+        assert!(!dir.exists(), "observing must not create the directory");
+        let slots = EntrySlots::open(&dir, 2).unwrap();
+        let held = slots.try_acquire().unwrap();
+        let _kept = slots.try_acquire().unwrap();
+        assert!(slots.try_acquire().is_err());
+        drop(held);
+        assert_eq!(seen.in_use().unwrap(), 1);
+        assert_eq!(seen.rejections().unwrap(), 1);
+    }
 
     #[test]
     fn slots_fill_refuse_and_free() {

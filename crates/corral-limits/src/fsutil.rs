@@ -34,16 +34,6 @@ pub(crate) fn read_text(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| CgroupError::io("reading", path, e))
 }
 
-/// A file holding one unsigned number.
-pub(crate) fn read_u64(path: &Path) -> Result<u64> {
-    let text = read_text(path)?;
-    text.trim().parse().map_err(|_| CgroupError::Parse {
-        path: path.to_path_buf(),
-        what: "a number",
-        content: text,
-    })
-}
-
 /// mkdir that succeeds when the directory exists.
 pub(crate) fn mkdir(path: &Path) -> io::Result<()> {
     match std::fs::create_dir(path) {
@@ -86,18 +76,11 @@ mod tests {
     }
 
     #[test]
-    fn reads_numbers_and_pids() {
+    fn reads_pids_and_makes_dirs() {
         let t = tempfile::tempdir().unwrap();
         let p = t.path().join("f");
-        std::fs::write(&p, "555636743\n").unwrap();
-        assert_eq!(read_u64(&p).unwrap(), 555636743);
         std::fs::write(&p, "12\n345\n").unwrap();
         assert_eq!(read_pids(&p).unwrap(), vec![12, 345]);
-        std::fs::write(&p, "max\n").unwrap();
-        assert!(read_u64(&p)
-            .unwrap_err()
-            .to_string()
-            .contains("cannot parse a number from \"max\\n\""));
         mkdir(&t.path().join("d")).unwrap();
         mkdir(&t.path().join("d")).unwrap();
         assert!(mkdir(&p).is_err(), "a file is not a directory");

@@ -140,6 +140,11 @@ fn v1_usage_and_faults_from_files() {
             io_throttled: None,
         }
     );
+    assert_eq!(
+        cg.usage_and_faults().unwrap(),
+        (u.clone(), f.clone()),
+        "reading by directory descriptors reads the same"
+    );
     let json = serde_json::to_value(&f).unwrap();
     assert_eq!(json["oom_kills"], 1);
     assert_eq!(json["io_throttled"], serde_json::Value::Null);
@@ -184,7 +189,33 @@ fn v2_usage_and_faults_from_files() {
             io_throttled: None,
         }
     );
+    assert_eq!(cg.usage_and_faults().unwrap(), (u, f));
     // Without the io controller, IO usage is zero rather than an error.
     fs::remove_file(dir.join("io.stat")).unwrap();
     assert_eq!(cg.usage().unwrap().io_read_bytes, 0);
+    assert_eq!(cg.usage_and_faults().unwrap().0.io_read_bytes, 0);
+    // A number that is not one names the file and what it holds.
+    put(&dir, "memory.current", "max\n");
+    let e = cg.usage_and_faults().unwrap_err().to_string();
+    assert!(
+        e.contains("memory.current: cannot parse a number from \"max\\n\""),
+        "{e}"
+    );
+    put(&dir, "memory.current", "16777216\n");
+    // A missing file is an error that names it, either way.
+    fs::remove_file(dir.join("pids.current")).unwrap();
+    for e in [
+        cg.usage().unwrap_err().to_string(),
+        cg.usage_and_faults().unwrap_err().to_string(),
+    ] {
+        assert!(e.contains("pids.current"), "{e}");
+    }
+    // A cgroup removed since it was opened (its tenant went down).
+    for d in cg.dirs() {
+        fs::remove_dir_all(d).unwrap();
+    }
+    assert!(matches!(
+        cg.usage_and_faults(),
+        Err(crate::CgroupError::NotFound { .. })
+    ));
 }

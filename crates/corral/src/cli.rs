@@ -230,6 +230,10 @@ pub enum Command {
     /// long-running programs, started on demand through their sockets (docs/access.md).
     #[command(subcommand, after_help = SERVICE_AFTER_HELP)]
     Service(ServiceCmd),
+    /// Prometheus metrics of every tenant (usage, limits, fault counters): serve them over HTTP
+    /// for scraping, or print them once (docs/metrics.md).
+    #[command(subcommand, after_help = crate::cmd::metrics::METRICS_AFTER_HELP)]
+    Metrics(crate::cmd::metrics::MetricsCmd),
 }
 
 const SERVICE_AFTER_HELP: &str = "Examples:

@@ -3,6 +3,7 @@
 mod cli;
 mod cmd;
 mod ctx;
+mod metrics;
 mod out;
 
 use clap::Parser;

@@ -4,6 +4,7 @@ pub mod cgi;
 pub mod gateway;
 mod limits;
 pub mod mail;
+pub mod metrics;
 mod profile;
 mod run;
 mod service;
@@ -35,5 +36,6 @@ pub fn dispatch(ctx: &Ctx, cmd: Command) -> anyhow::Result<i32> {
         Command::Cgi(a) => cgi::cgi(ctx, a),
         Command::MailBroker(a) => mail::broker(ctx, a),
         Command::Service(c) => service::service(ctx, c),
+        Command::Metrics(c) => metrics::metrics(ctx, c),
     }
 }
