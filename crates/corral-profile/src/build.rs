@@ -44,12 +44,28 @@ pub(crate) fn assemble(
     let mut sources = vec![template.path.to_path_buf()];
     if let Some(over) = over {
         let lines = line_starts(over.text);
-        layer = layer.overlay(layer::parse(Source {
+        let over_layer = layer::parse(Source {
             path: over.path,
             text: over.text,
             lines: &lines,
-        })?);
+        })?;
+        if let Some(m) = &over_layer.tenant_min_uid {
+            return Err(m.invalid(
+                "tenant_min_uid only in the template (profile.toml): it is host-wide",
+                m.v.to_string(),
+            ));
+        }
+        if let Some(a) = over_layer.tenant_allow.as_ref().and_then(|v| v.first()) {
+            return Err(a.invalid(
+                "tenant_allow only in the template (profile.toml): it is host-wide",
+                format!("{:?}", a.v),
+            ));
+        }
+        layer = layer.overlay(over_layer);
         sources.push(over.path.to_path_buf());
+    }
+    if matches!(plans, LimitsPlanFile::Resolve(_)) {
+        check_account(&layer, &tenant)?;
     }
     let defaults = Defaults {
         at: Location {
@@ -69,6 +85,48 @@ pub(crate) fn assemble(
         &mut sources,
     )?;
     build(layer, tenant, limits, sources, &defaults)
+}
+
+/// Tenants are accounts, not system users: a uid below the template's
+/// `tenant_min_uid` (default: UID_MIN of /etc/login.defs, else 1000) is
+/// refused unless `tenant_allow` names the account. (The gateway's own
+/// min-uid rule applies the same idea to script owners.)
+fn check_account(layer: &Layer, tenant: &Tenant) -> Result<(), ProfileError> {
+    let (min, from) = match &layer.tenant_min_uid {
+        Some(m) => (m.v, "tenant_min_uid of the profile".to_string()),
+        None => (
+            login_defs_uid_min(),
+            "UID_MIN of /etc/login.defs".to_string(),
+        ),
+    };
+    let allowed = layer
+        .tenant_allow
+        .iter()
+        .flatten()
+        .any(|a| a.v == tenant.name);
+    if tenant.uid >= min || allowed {
+        return Ok(());
+    }
+    Err(ProfileError::Tenant {
+        name: tenant.name.clone(),
+        expected: format!(
+            "an account with a uid from {min} ({from}), or one named in tenant_allow (profile.toml)"
+        ),
+        found: format!("uid {} (a system account)", tenant.uid),
+    })
+}
+
+/// UID_MIN from /etc/login.defs; 1000 when it says nothing.
+fn login_defs_uid_min() -> u32 {
+    std::fs::read_to_string("/etc/login.defs")
+        .ok()
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                let mut w = l.split_whitespace();
+                (w.next() == Some("UID_MIN")).then(|| w.next()?.parse().ok())?
+            })
+        })
+        .unwrap_or(1000)
 }
 
 /// Values the files leave out. Errors about them point at the template's

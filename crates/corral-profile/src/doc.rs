@@ -113,6 +113,13 @@ impl<'a> Entry<'a> {
         }
     }
 
+    pub fn integer(&self) -> Result<L<i64>, ProfileError> {
+        match self.value() {
+            Some(Value::Integer(i)) => Ok(self.located(*i.value())),
+            _ => Err(self.wrong_type("an integer")),
+        }
+    }
+
     pub fn boolean(&self) -> Result<L<bool>, ProfileError> {
         match self.value() {
             Some(Value::Boolean(b)) => Ok(self.located(*b.value())),

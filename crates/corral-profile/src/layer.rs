@@ -52,6 +52,10 @@ pub(crate) struct Layer {
     pub plan: Option<L<String>>,
     /// Supplementary groups the tenant keeps inside (by name).
     pub groups: Option<Vec<L<String>>>,
+    /// Accounts below this uid are not tenants (template only).
+    pub tenant_min_uid: Option<L<u32>>,
+    /// Accounts that are tenants whatever their uid (template only).
+    pub tenant_allow: Option<Vec<L<String>>>,
     pub ns: NsLayer,
     pub env_keep: Option<Vec<L<String>>>,
     pub env_set: Option<BTreeMap<String, L<String>>>,
@@ -69,6 +73,8 @@ const TOP_KEYS: &[&str] = &[
     "shell",
     "plan",
     "groups",
+    "tenant_min_uid",
+    "tenant_allow",
     "namespaces",
     "env",
     "tmp",
@@ -93,6 +99,18 @@ pub(crate) fn parse(src: Source<'_>) -> Result<Layer, ProfileError> {
     layer.groups = root
         .get("groups")
         .map(|e| names(&e, values::is_group_name, GROUP_NAME))
+        .transpose()?;
+    if let Some(e) = root.get("tenant_min_uid") {
+        let n = e.integer()?;
+        let uid = u32::try_from(n.v)
+            .ok()
+            .filter(|&u| u >= 1)
+            .ok_or_else(|| n.invalid("a uid from 1 to 4294967295", n.v.to_string()))?;
+        layer.tenant_min_uid = Some(n.map(|_| uid));
+    }
+    layer.tenant_allow = root
+        .get("tenant_allow")
+        .map(|e| names(&e, values::is_tenant_name, values::TENANT_NAME))
         .transpose()?;
     if let Some(e) = root.get("namespaces") {
         layer.ns = namespaces(&e.table()?)?;
@@ -303,6 +321,9 @@ impl Layer {
             shell: over.shell.or(self.shell),
             plan: over.plan.or(self.plan),
             groups: over.groups.or(self.groups),
+            // Host-wide: the template's (assemble refuses them in an override).
+            tenant_min_uid: self.tenant_min_uid,
+            tenant_allow: self.tenant_allow,
             ns: NsLayer {
                 pid: ns.pid.or(self.ns.pid),
                 ipc: ns.ipc.or(self.ns.ipc),

@@ -891,3 +891,42 @@ fn a_home_that_is_a_symlink_made_by_root_is_the_tenants_home_inside() {
     );
     env.ok(&["down", &user.name]);
 }
+
+#[test]
+fn system_accounts_unknown_names_and_missing_files_are_refused_and_down_all_cleans_up() {
+    let env = Env::new();
+    env.default_profile_with("");
+    // A system account (daemon, uid 1, home /usr/sbin) is not a tenant.
+    let o = env.run(&["run", "daemon", "--", "/bin/true"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "daemon ran as a tenant");
+    assert!(err.contains("a system account"), "{err}");
+    // down of a name that is nothing: an error, and nothing created.
+    let o = env.run(&["down", "corral-nosuchuser"]);
+    assert!(!o.status.success());
+    assert!(
+        !env.state_dir()
+            .join("locks/corral-nosuchuser.lock")
+            .exists(),
+        "no lock file left"
+    );
+    // check of a file named explicitly that does not exist.
+    let o = env.run(&["check", "/nonexistent-corral.toml"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no such file"));
+    // down --all removes the cgroup parent it leaves empty.
+    env.ok(&["up", T1]);
+    let parents: Vec<_> = std::fs::read_dir("/sys/fs/cgroup")
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join(&env.parent))
+        .filter(|p| p.is_dir())
+        .collect();
+    assert!(
+        !parents.is_empty(),
+        "the tenant's cgroup parent exists while it is up"
+    );
+    env.ok(&["down", "--all"]);
+    let left: Vec<_> = parents.iter().filter(|p| p.exists()).collect();
+    assert!(left.is_empty(), "empty cgroup parents left: {left:?}");
+}

@@ -11,7 +11,8 @@ fn unknown_top_level_key() {
     assert_eq!(
         check_err("hostname = \"web\"\nhostnme = \"x\"\n"),
         "/etc/corral/profile.toml:2:1: top level: expected one of the keys hostname, workdir, shell, \
-         plan, groups, namespaces, env, tmp, seccomp, limits, mount, services; found unknown key \"hostnme\""
+         plan, groups, tenant_min_uid, tenant_allow, namespaces, env, tmp, seccomp, limits, mount, \
+         services; found unknown key \"hostnme\""
     );
 }
 

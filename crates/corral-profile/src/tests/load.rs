@@ -209,3 +209,45 @@ fn unreadable_files_are_io_errors() {
         "{err}"
     );
 }
+
+#[test]
+fn system_accounts_are_not_tenants_unless_allowed() {
+    // daemon (uid 1) is in every Debian passwd.
+    let e = tenant_err("daemon").to_string();
+    assert!(e.contains("found uid 1 (a system account)"), "{e}");
+    assert!(e.contains("UID_MIN of /etc/login.defs"), "{e}");
+    let dir = config();
+    fs::write(
+        dir.path().join("profile.toml"),
+        DEFAULT_PROFILE.replacen(
+            "plan = \"default\"",
+            "plan = \"default\"\ntenant_allow = [\"daemon\"]",
+            1,
+        ),
+    )
+    .unwrap();
+    let plan = load(dir.path(), "daemon").unwrap();
+    assert_eq!(plan.tenant.uid, 1);
+    // A raised minimum refuses nobody too; only the template may set it.
+    fs::write(
+        dir.path().join("profile.toml"),
+        DEFAULT_PROFILE.replacen(
+            "plan = \"default\"",
+            "plan = \"default\"\ntenant_min_uid = 70000",
+            1,
+        ),
+    )
+    .unwrap();
+    let e = load(dir.path(), "nobody").unwrap_err().to_string();
+    assert!(
+        e.contains("from 70000 (tenant_min_uid of the profile)"),
+        "{e}"
+    );
+    fs::write(
+        dir.path().join("tenants/nobody.toml"),
+        "tenant_min_uid = 1\n",
+    )
+    .unwrap();
+    let e = load(dir.path(), "nobody").unwrap_err().to_string();
+    assert!(e.contains("only in the template"), "{e}");
+}

@@ -19,7 +19,11 @@ pub fn dispatch(ctx: &Ctx, cmd: Command) -> anyhow::Result<i32> {
         Command::Up(a) => tenants::up(ctx, &a.tenants),
         Command::Down(a) => {
             let names = if a.all { ctx.layout.list()? } else { a.tenants };
-            tenants::down(ctx, &names)
+            let code = tenants::down(ctx, &names)?;
+            if a.all {
+                tenants::prune_cgroup_parent(ctx);
+            }
+            Ok(code)
         }
         Command::Restart(a) => tenants::restart(ctx, &a.tenants),
         Command::Ls => tenants::ls(ctx),

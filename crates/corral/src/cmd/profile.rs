@@ -5,9 +5,13 @@ use crate::ctx::Ctx;
 use crate::out::{out, outln};
 
 pub fn check(ctx: &Ctx, a: CheckArgs) -> anyhow::Result<i32> {
+    let explicit = a.file.is_some();
     let file = a
         .file
         .unwrap_or_else(|| ctx.config_dir.join("profile.toml"));
+    if explicit && !file.exists() {
+        anyhow::bail!("{}: no such file", file.display());
+    }
     if file.exists() {
         corral_profile::check_file(&file)?;
         outln!("{}: ok", file.display());
@@ -18,9 +22,14 @@ pub fn check(ctx: &Ctx, a: CheckArgs) -> anyhow::Result<i32> {
         if net.as_deref() == Some("host") {
             warn_host_net(&file.display().to_string());
         }
-    } else if a.tenant.is_none() {
-        anyhow::bail!(
-            "{}: no such file (the built-in default profile is used when it is absent)",
+    } else {
+        // No profile.toml: the built-in default is what tenants get.
+        corral_profile::check_str(
+            corral_profile::DEFAULT_PROFILE,
+            std::path::Path::new(corral_profile::BUILTIN_PROFILE),
+        )?;
+        outln!(
+            "{}: absent, so the built-in default profile applies: ok",
             file.display()
         );
     }

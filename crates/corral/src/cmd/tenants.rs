@@ -68,6 +68,16 @@ pub fn up(ctx: &Ctx, tenants: &[String]) -> anyhow::Result<i32> {
 pub fn down(ctx: &Ctx, tenants: &[String]) -> anyhow::Result<i32> {
     for t in tenants {
         crate::ctx::check_tenant_name(t)?;
+        // A name that is neither a user nor has a sandbox's state is a
+        // mistake: say so, and create nothing (not even a lock file).
+        let known = corral_users::Db::system()
+            .user_by_name(t)
+            .ok()
+            .flatten()
+            .is_some();
+        if !known && !ctx.layout.tenant(t).dir.exists() {
+            anyhow::bail!("{t}: no such tenant (no user of that name, and no sandbox state)");
+        }
         let was = corral_sandbox::down(&ctx.layout, t)?;
         if ctx.json {
             outln!("{}", serde_json::json!({"tenant": t, "was_up": was}));
@@ -76,6 +86,17 @@ pub fn down(ctx: &Ctx, tenants: &[String]) -> anyhow::Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// After `down --all`: corral's cgroup parent in every hierarchy, when empty
+/// (rmdir refuses a cgroup that still has children, so other instances'
+/// tenants under the same parent are safe).
+pub fn prune_cgroup_parent(ctx: &Ctx) {
+    if let Ok(backend) = corral_limits::Backend::detect(&ctx.cgroup_parent) {
+        for d in backend.parent_dirs() {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
 }
 
 pub fn restart(ctx: &Ctx, tenants: &[String]) -> anyhow::Result<i32> {
