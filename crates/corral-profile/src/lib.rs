@@ -97,6 +97,39 @@ pub(crate) fn load_with(
     )
 }
 
+/// Where a tenant's disk /tmp lives according to the files under
+/// `config_dir`, without looking the tenant up (it may be a deleted
+/// account): the override's `[tmp]`, else the template's, else the default;
+/// only `$USER` is expanded. None for a tmpfs /tmp, or when the path needs
+/// more than the name (`$HOME`, `$UID`...).
+pub fn tmp_dir_of(config_dir: &Path, tenant: &str) -> Option<std::path::PathBuf> {
+    let read = |p: &Path| -> Option<toml::Value> {
+        toml::from_str(&std::fs::read_to_string(p).ok()?).ok()
+    };
+    let template =
+        read(&config_dir.join("profile.toml")).or_else(|| toml::from_str(DEFAULT_PROFILE).ok());
+    let over = read(&config_dir.join("tenants").join(format!("{tenant}.toml")));
+    let tmp_of = |v: &Option<toml::Value>| v.as_ref().and_then(|v| v.get("tmp").cloned());
+    let (kind, dir) = match (tmp_of(&over), tmp_of(&template)) {
+        // An override that sets kind replaces the whole table.
+        (Some(o), _) if o.get("kind").is_some() => (o.get("kind").cloned(), o.get("dir").cloned()),
+        (o, t) => (
+            t.as_ref().and_then(|t| t.get("kind").cloned()),
+            o.as_ref()
+                .and_then(|o| o.get("dir").cloned())
+                .or_else(|| t.as_ref().and_then(|t| t.get("dir").cloned())),
+        ),
+    };
+    if kind.as_ref().and_then(|k| k.as_str()) == Some("tmpfs") {
+        return None;
+    }
+    let pattern = dir
+        .and_then(|d| d.as_str().map(String::from))
+        .unwrap_or_else(|| build::DEFAULT_TMP_DIR.to_string());
+    let p = pattern.replace("${USER}", tenant).replace("$USER", tenant);
+    (!p.contains('$') && p.starts_with('/') && p != "/").then(|| std::path::PathBuf::from(p))
+}
+
 /// Check a template (or tenant override) file on its own: it is expanded for
 /// a stand-in tenant `example` (uid and gid 1000, home `/home/example`).
 /// Plan names other than `default` are checked for form only.

@@ -215,6 +215,15 @@ pub enum Command {
     Suspend(SuspendArgs),
     /// Resume a suspended tenant: its stopped processes continue, every way in works again.
     Unsuspend(UnsuspendArgs),
+    /// Account lifecycle for hosting panels' hooks (config/hooks/): remove a tenant's corral state.
+    #[command(subcommand)]
+    Tenant(TenantCmd),
+    /// Remove what corral keeps of accounts that no longer exist (state, /tmp, overrides, records, logs).
+    Gc {
+        /// Only list what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// One-shot usage and fault counters per tenant (CPU %, memory, processes, IO, entry processes).
     Stats(StatsArgs),
     /// Live, refreshing usage per tenant, sortable (like lvetop).
@@ -317,6 +326,19 @@ pub struct SuspendArgs {
     /// Why (shown to whoever is refused, and in the record).
     #[arg(long)]
     pub reason: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TenantCmd {
+    /// The account is being deleted: take its sandbox down and delete what corral keeps of it (its
+    /// state and cgroup, disk /tmp, override file, suspension record, services' log directory), and
+    /// nothing else. Works before or after the Unix account is deleted.
+    Remove {
+        tenant: String,
+        /// Only list what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Args, Debug)]

@@ -1,5 +1,6 @@
 //! One module per subcommand family.
 
+mod accounts;
 pub mod cgi;
 pub mod gateway;
 mod limits;
@@ -33,6 +34,10 @@ pub fn dispatch(ctx: &Ctx, cmd: Command) -> anyhow::Result<i32> {
         Command::Limits(c) => limits::limits(ctx, c),
         Command::Plan(c) => limits::plan(ctx, c),
         Command::Suspend(a) => suspend::suspend(ctx, &a.tenant, a.reason),
+        Command::Tenant(crate::cli::TenantCmd::Remove { tenant, dry_run }) => {
+            accounts::remove(ctx, &tenant, dry_run)
+        }
+        Command::Gc { dry_run } => accounts::gc(ctx, dry_run),
         Command::Unsuspend(a) => suspend::unsuspend(ctx, &a.tenant),
         Command::Stats(a) => limits::stats(ctx, a),
         Command::Top(a) => limits::top(ctx, a),
