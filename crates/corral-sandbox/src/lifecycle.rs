@@ -334,7 +334,7 @@ fn attach_net(
         crate::net::detach(&attached);
         return Err(io("write net.json")(e));
     }
-    Ok(crate::net::loopback_nameserver(&opts.net.resolv_conf).map(|_| net.gateway()))
+    Ok(crate::net::loopback_nameserver(&opts.net.resolv_conf).map(|_| attached.gateway))
 }
 
 /// Removes a half-built sandbox when `up` fails part-way.

@@ -61,6 +61,9 @@ pub struct NetConfig {
     /// The host's resolver configuration: its non-loopback nameservers stay
     /// reachable, a loopback one gets the DNS relay.
     pub resolv_conf: PathBuf,
+    /// Tenants per bridge, at most [`PORTS_PER_BRIDGE`] (a Linux bridge
+    /// takes at most 1,024 ports); more go to `<bridge>1`, `<bridge>2`...
+    pub ports_per_bridge: u32,
 }
 
 impl Default for NetConfig {
@@ -71,6 +74,7 @@ impl Default for NetConfig {
             deny: Vec::new(),
             run_dir: PathBuf::from("/run/corral-net"),
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
+            ports_per_bridge: PORTS_PER_BRIDGE,
         }
     }
 }
@@ -151,16 +155,23 @@ impl Net {
                 cfg.subnet
             )));
         }
+        // Shards are named <bridge><n>, within the kernel's 15 bytes.
         if cfg.bridge.is_empty()
-            || cfg.bridge.len() > 15
+            || cfg.bridge.len() > 10
             || !cfg
                 .bridge
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
         {
             return Err(NetError::Config(format!(
-                "bridge {:?}: 1 to 15 of [A-Za-z0-9_-]",
+                "bridge {:?}: 1 to 10 of [A-Za-z0-9_-]",
                 cfg.bridge
+            )));
+        }
+        if !(1..=PORTS_PER_BRIDGE).contains(&cfg.ports_per_bridge) {
+            return Err(NetError::Config(format!(
+                "ports_per_bridge {}: from 1 to {PORTS_PER_BRIDGE}",
+                cfg.ports_per_bridge
             )));
         }
         let deny = cfg
@@ -171,17 +182,47 @@ impl Net {
         Ok(Net { cfg, subnet, deny })
     }
 
-    /// The bridge's address: the tenants' gateway.
+    /// The prefix of one bridge's network: a /22 of the subnet (1,024
+    /// addresses for at most [`PORTS_PER_BRIDGE`] tenants: a Linux bridge
+    /// takes at most 1,024 ports, BR_MAX_PORTS), or the whole subnet when it
+    /// is smaller.
+    pub fn shard_prefix(&self) -> u8 {
+        self.subnet.prefix.max(22)
+    }
+    fn shards(&self) -> u32 {
+        1 << (self.shard_prefix() - self.subnet.prefix)
+    }
+    fn per_shard(&self) -> u32 {
+        ((1u32 << (32 - self.shard_prefix())) - 3).min(self.cfg.ports_per_bridge)
+    }
+    fn shard_network(&self, shard: u32) -> u32 {
+        self.subnet.network() + (shard << (32 - self.shard_prefix()))
+    }
+    /// The bridge of lease `index`: `<bridge>` for the first
+    /// [`PORTS_PER_BRIDGE`] tenants, then `<bridge>1`, `<bridge>2`...
+    pub fn bridge_of(&self, index: u32) -> String {
+        match index / self.per_shard() {
+            0 => self.cfg.bridge.clone(),
+            s => format!("{}{s}", self.cfg.bridge),
+        }
+    }
+    /// The gateway of lease `index`: its bridge's address.
+    pub fn gateway_of(&self, index: u32) -> Ipv4Addr {
+        Ipv4Addr::from(self.shard_network(index / self.per_shard()) + 1)
+    }
+    /// The first bridge's address.
     pub fn gateway(&self) -> Ipv4Addr {
-        Ipv4Addr::from(self.subnet.network() + 1)
+        self.gateway_of(0)
     }
-    /// How many tenants fit: all but the network, gateway and broadcast.
+    /// How many tenants fit.
     pub fn capacity(&self) -> u32 {
-        (1u32 << (32 - self.subnet.prefix)) - 3
+        self.shards() * self.per_shard()
     }
-    /// Tenant address of lease `index` (0-based).
+    /// Tenant address of lease `index` (0-based): after its bridge's
+    /// network and gateway addresses.
     pub fn address(&self, index: u32) -> Ipv4Addr {
-        Ipv4Addr::from(self.subnet.network() + 2 + index)
+        let (shard, slot) = (index / self.per_shard(), index % self.per_shard());
+        Ipv4Addr::from(self.shard_network(shard) + 2 + slot)
     }
     fn leases(&self) -> PathBuf {
         self.cfg.run_dir.join(&self.cfg.bridge)
@@ -190,6 +231,9 @@ impl Net {
         format!("corral_{}", self.cfg.bridge.replace('-', "_"))
     }
 }
+
+/// Tenants per bridge (a Linux bridge takes at most 1,024 ports).
+pub const PORTS_PER_BRIDGE: u32 = 1000;
 
 /// What `up` made for a tenant, kept in the tenant's dir (net.json) so that
 /// `down` removes exactly that.
@@ -219,10 +263,12 @@ fn fnv(s: &str) -> u32 {
 fn lease(net: &Net, owner: &str) -> Result<(u32, PathBuf), NetError> {
     let dir = net.leases();
     std::fs::create_dir_all(&dir).map_err(io(format!("create {}", dir.display())))?;
-    let cap = net.capacity();
-    let start = fnv(owner) % cap;
-    for i in 0..cap {
-        let index = (start + i) % cap;
+    // The first bridge fills first (from the tenant's hash on), then the
+    // next: a bridge is made only when the ones before are full.
+    let per = net.per_shard();
+    let start = fnv(owner) % per;
+    let order = (0..net.shards()).flat_map(|s| (0..per).map(move |i| s * per + (start + i) % per));
+    for index in order {
         let p = dir.join(index.to_string());
         match std::fs::OpenOptions::new()
             .write(true)
@@ -256,10 +302,12 @@ pub fn attach(net: &Net, owner: &str, pid: i32) -> Result<Attached, NetError> {
     let a = Attached {
         host_if: format!("corral-{index}"),
         address: net.address(index),
-        gateway: net.gateway(),
+        gateway: net.gateway_of(index),
         lease: lease_path,
     };
-    match plug(net, &a, pid) {
+    let bridge = net.bridge_of(index);
+    let plugged = ensure_bridge(net, &bridge, a.gateway).and_then(|()| plug(net, &a, &bridge, pid));
+    match plugged {
         Ok(()) => Ok(a),
         Err(e) => {
             detach(&a);
@@ -281,10 +329,10 @@ pub fn detach(a: &Attached) {
     let _ = std::fs::remove_file(&a.lease);
 }
 
-fn plug(net: &Net, a: &Attached, pid: i32) -> Result<(), NetError> {
+fn plug(net: &Net, a: &Attached, bridge_name: &str, pid: i32) -> Result<(), NetError> {
     let mut host = Netlink::open().map_err(sys("open a netlink socket"))?;
-    let bridge = ifindex(&net.cfg.bridge)
-        .ok_or_else(|| NetError::HostSetup(format!("bridge {} vanished", net.cfg.bridge)))?;
+    let bridge = ifindex(bridge_name)
+        .ok_or_else(|| NetError::HostSetup(format!("bridge {bridge_name} vanished")))?;
     let make = |host: &mut Netlink| {
         let mut m = Msg::new(libc::RTM_NEWLINK, libc::NLM_F_CREATE | libc::NLM_F_EXCL);
         // Up only once both ends exist (a veth without its peer refuses
@@ -363,7 +411,7 @@ fn plug(net: &Net, a: &Attached, pid: i32) -> Result<(), NetError> {
     );
     inner.request(m).map_err(sys("set the tenant's eth0 up"))?;
     let mut m = Msg::new(libc::RTM_NEWADDR, libc::NLM_F_CREATE | libc::NLM_F_EXCL);
-    m.ifaddr(net.subnet.prefix, eth0);
+    m.ifaddr(net.shard_prefix(), eth0);
     m.attr(libc::IFA_LOCAL, &a.address.octets());
     m.attr(libc::IFA_ADDRESS, &a.address.octets());
     inner
@@ -459,17 +507,69 @@ fn ensure_host(net: &Net) -> Result<(), NetError> {
     std::fs::write(&installed, &rules).map_err(io(format!("write {}", installed.display())))?;
     std::fs::write("/proc/sys/net/ipv4/ip_forward", "1")
         .map_err(io("enable IPv4 forwarding (net.ipv4.ip_forward)"))?;
+    // Every bridge already made is set up again (its address, the relay's
+    // route_localnet), the first one last: up means ready.
+    let shards: Vec<String> = (1..net.shards())
+        .map(|s| format!("{br}{s}"))
+        .filter(|b| Path::new("/sys/class/net").join(b).exists())
+        .collect();
+    for (i, b) in shards.iter().enumerate() {
+        setup_bridge(
+            net,
+            b,
+            net.gateway_of((i as u32 + 1) * net.per_shard()),
+            relay.is_some(),
+        )?;
+    }
+    setup_bridge(net, br, net.gateway(), relay.is_some())
+}
+
+/// A bridge of the tenants (a shard), made under the setup lock when it
+/// does not exist yet (the first one is made by [`ensure_host`]).
+fn ensure_bridge(net: &Net, bridge: &str, gateway: Ipv4Addr) -> Result<(), NetError> {
+    let up = || {
+        std::fs::read_to_string(format!("/sys/class/net/{bridge}/flags"))
+            .ok()
+            .and_then(|s| u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok())
+            .is_some_and(|f| f & libc::IFF_UP as u32 != 0)
+    };
+    if up() {
+        return Ok(());
+    }
+    let lock_path = net.cfg.run_dir.join("setup.lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(io(format!("open {}", lock_path.display())))?;
+    let _lock = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| NetError::Sys(format!("lock {}", lock_path.display()), e))?;
+    if up() {
+        return Ok(());
+    }
+    let relay = loopback_nameserver(&net.cfg.resolv_conf).is_some();
+    setup_bridge(net, bridge, gateway, relay)
+}
+
+/// Make (if needed) and configure one bridge: no IPv6, exactly its
+/// gateway address on its /22, route_localnet for the DNS relay, up.
+fn setup_bridge(net: &Net, br: &str, gateway: Ipv4Addr, relay: bool) -> Result<(), NetError> {
     if !Path::new("/sys/class/net").join(br).exists() {
         run("ip", &["link", "add", br, "type", "bridge"], None)?;
     }
     // No IPv6 on the bridge: tenants get none, and the host keeps no
     // link-local address there for them to reach.
     let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{br}/disable_ipv6"), "1");
-    let gw = format!("{}/{}", net.gateway(), net.subnet.prefix);
-    run("ip", &["addr", "replace", &gw, "dev", br], None)?;
+    // Exactly one address: an older one with another prefix (the whole
+    // subnet, before bridges were sharded) would route other shards' replies
+    // here.
+    run("ip", &["-4", "addr", "flush", "dev", br], None)?;
+    let gw = format!("{gateway}/{}", net.shard_prefix());
+    run("ip", &["addr", "add", &gw, "dev", br], None)?;
     // With a relay, packets from the bridge may be routed to 127/8 (its
     // DNAT target); the input chain admits only those.
-    let localnet = if relay.is_some() { "1" } else { "0" };
+    let localnet = if relay { "1" } else { "0" };
     std::fs::write(
         format!("/proc/sys/net/ipv4/conf/{br}/route_localnet"),
         localnet,
@@ -567,7 +667,8 @@ pub fn relay_resolv_conf(text: &str, relay: Ipv4Addr) -> Option<String> {
 /// The one nftables table of all tenants (replaced whole, atomically).
 pub fn ruleset(net: &Net, nameservers: &[Ipv4Addr], relay_to: Option<Ipv4Addr>) -> String {
     let t = net.table();
-    let br = &net.cfg.bridge;
+    // Every bridge: the first and its shards (<bridge>1, <bridge>2...).
+    let br = format!("{}*", net.cfg.bridge);
     let mut deny: Vec<String> = vec![
         "0.0.0.0/8".into(),
         "127.0.0.0/8".into(),
@@ -585,18 +686,17 @@ pub fn ruleset(net: &Net, nameservers: &[Ipv4Addr], relay_to: Option<Ipv4Addr>) 
             list.join(", ")
         )
     };
-    let gw = net.gateway();
     // DNS to the bridge's address, relayed to the host's loopback resolver.
     let (relay_in, relay_nat) = match relay_to {
         None => (String::new(), String::new()),
         Some(to) => (
             format!(
-                "    iifname \"{br}\" ct status dnat ct original ip daddr {gw} meta l4proto {{ tcp, udp }} th dport 53 accept\n"
+                "    iifname \"{br}\" ct status dnat meta l4proto {{ tcp, udp }} th dport 53 accept\n"
             ),
             format!(
                 "  chain prerouting {{
     type nat hook prerouting priority dstnat; policy accept;
-    iifname \"{br}\" ip daddr {gw} meta l4proto {{ tcp, udp }} th dport 53 dnat ip to {to}
+    iifname \"{br}\" fib daddr type local meta l4proto {{ tcp, udp }} th dport 53 dnat ip to {to}
   }}
 "
             ),
@@ -814,11 +914,24 @@ mod tests {
         let net = Net::new(NetConfig::default()).unwrap();
         assert_eq!(net.gateway(), Ipv4Addr::new(10, 213, 0, 1));
         assert_eq!(net.address(0), Ipv4Addr::new(10, 213, 0, 2));
-        assert_eq!(net.capacity(), 65533);
-        assert_eq!(
-            net.address(net.capacity() - 1),
-            Ipv4Addr::new(10, 213, 255, 254)
-        );
+        // 64 bridges of 1,000 tenants, each on its own /22.
+        assert_eq!(net.capacity(), 64_000);
+        assert_eq!(net.address(999), Ipv4Addr::new(10, 213, 3, 233));
+        assert_eq!(net.bridge_of(999), "corral-br");
+        assert_eq!(net.address(1000), Ipv4Addr::new(10, 213, 4, 2));
+        assert_eq!(net.gateway_of(1000), Ipv4Addr::new(10, 213, 4, 1));
+        assert_eq!(net.bridge_of(1000), "corral-br1");
+        assert_eq!(net.bridge_of(63_999), "corral-br63");
+        assert_eq!(net.address(63_999), Ipv4Addr::new(10, 213, 255, 233));
+        // A subnet smaller than a /22 is one bridge.
+        let small = Net::new(NetConfig {
+            subnet: "10.9.0.0/24".into(),
+            ..NetConfig::default()
+        })
+        .unwrap();
+        assert_eq!(small.capacity(), 253);
+        assert_eq!(small.address(252), Ipv4Addr::new(10, 9, 0, 254));
+        assert_eq!(small.bridge_of(252), "corral-br");
     }
 
     #[test]
@@ -873,14 +986,11 @@ mod tests {
         let r2 = ruleset(&net, &[], Some(Ipv4Addr::new(127, 0, 0, 53)));
         assert!(
             r2.contains(
-                "ip daddr 10.213.0.1 meta l4proto { tcp, udp } th dport 53 dnat ip to 127.0.0.53"
+                "iifname \"corral-br*\" fib daddr type local meta l4proto { tcp, udp } th dport 53 dnat ip to 127.0.0.53"
             ),
             "{r2}"
         );
-        assert!(
-            r2.contains("ct status dnat ct original ip daddr 10.213.0.1"),
-            "{r2}"
-        );
+        assert!(r2.contains("ct status dnat meta l4proto"), "{r2}");
         assert!(r.contains("169.254.0.0/16"));
         assert!(r.contains("10.213.0.0/16, 192.168.0.0/16"));
         assert!(r.contains("ip daddr { 10.255.255.53 }"));

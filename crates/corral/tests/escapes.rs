@@ -2473,3 +2473,86 @@ fn private_net_cannot_reach_link_local_metadata() {
     );
     verdict("PASS  private_net_cannot_reach_link_local_metadata");
 }
+
+/// Bridges and the nftables table a test's own network.toml made; removed
+/// on drop.
+struct TestBridges {
+    bridge: String,
+}
+
+impl Drop for TestBridges {
+    fn drop(&mut self) {
+        for i in 0..4 {
+            let name = if i == 0 {
+                self.bridge.clone()
+            } else {
+                format!("{}{i}", self.bridge)
+            };
+            let _ = ip(&["link", "del", &name]);
+        }
+        let _ = Command::new("nft")
+            .args([
+                "delete",
+                "table",
+                "inet",
+                &format!("corral_{}", self.bridge.replace('-', "_")),
+            ])
+            .status();
+    }
+}
+
+#[test]
+fn private_net_spreads_over_bridges_and_keeps_them_apart() {
+    // A Linux bridge takes at most 1,024 ports: tenants beyond a bridge's
+    // share go to the next one (here one tenant per bridge), each on its own
+    // /22, and tenants of two bridges still cannot reach each other.
+    let env = Env::new();
+    env.default_profile_with("");
+    let bridge = format!("ctb{}", std::process::id() % 100_000);
+    let _cleanup = TestBridges {
+        bridge: bridge.clone(),
+    };
+    env.write_config(
+        "network.toml",
+        &format!(
+            "bridge = \"{bridge}\"\nsubnet = \"10.214.0.0/16\"\nports_per_bridge = 1\nrun_dir = \"{}\"\n",
+            env.state_dir().join("net").display()
+        ),
+    );
+    let inet = Internet::new();
+    let srv = Server::serve(listen_in(&inet.path(), &format!("{}:0", inet.addr)));
+    let url = format!("http://{}:{}/", inet.addr, srv.port);
+    let a1 = private_tenant(&env, T1);
+    let a2 = private_tenant(&env, T2);
+    assert_ne!(
+        a1.octets()[2] / 4,
+        a2.octets()[2] / 4,
+        "{a1} and {a2}: one /22 each"
+    );
+    for b in [bridge.clone(), format!("{bridge}1")] {
+        assert!(
+            Path::new("/sys/class/net").join(&b).exists(),
+            "bridge {b} made"
+        );
+    }
+    assert_eq!(
+        curl_in(&env, T1, &[&url]).as_deref(),
+        Ok("hello\n"),
+        "{T1} out"
+    );
+    assert_eq!(
+        curl_in(&env, T2, &[&url]).as_deref(),
+        Ok("hello\n"),
+        "{T2} out"
+    );
+    let theirs = format!("/proc/{}/ns/net", env.init_pid(T2));
+    let srv2 = Server::serve(listen_in(&theirs, "0.0.0.0:0"));
+    let url2 = format!("http://{a2}:{}/", srv2.port);
+    match curl_in(&env, T1, &[&url2]) {
+        Ok(b) => panic!("ESCAPED: {T2}'s listener on another bridge answered {T1}: {b:?}"),
+        Err(e) => verdict(&format!("   blocked: {T1} -> {T2} across bridges: {e}")),
+    }
+    assert_eq!(srv2.accepted(), 0, "ESCAPED: {T1} reached {T2}");
+    env.ok(&["down", "--all"]);
+    verdict("PASS  private_net_spreads_over_bridges_and_keeps_them_apart");
+}
