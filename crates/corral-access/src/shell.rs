@@ -205,6 +205,7 @@ fn privileged(
         reset_sched: unusual_policy(),
         reset_oom: false,
         subreaper: false,
+        attrs: None,
     };
     let spawn_err = |e| join_err(join::JoinError::Spawn(e));
     let exec = Exec::prepare(&entered.security, &entered.rlimits, spec).map_err(spawn_err)?;

@@ -177,6 +177,7 @@ pub fn main() -> ! {
     // spawns runs as a batch task (see `batch_scheduling`). Switched before
     // Ready, so whoever sees the sandbox up sees its init as it will stay.
     crate::spawn::batch_scheduling();
+    crate::spawn::neutral_attributes();
     init.spawner.reset_sched = crate::spawn::unusual_policy();
     init.spawner.reset_oom = crate::spawn::oom_score_adjusted();
     if send_setup(&mut setup, &SetupReply::Ready).is_err() {
@@ -229,6 +230,7 @@ impl Spawner {
         stdio: [Option<RawFd>; 3],
         pass_fds: &[RawFd],
         subreaper: bool,
+        attrs: Option<&crate::proto::ProcAttrs>,
     ) -> Result<Pid, crate::spawn::SpawnError> {
         if self.suspended {
             return Err(crate::spawn::SpawnError::Failed(
@@ -249,6 +251,7 @@ impl Spawner {
             reset_sched: self.reset_sched,
             reset_oom: self.reset_oom,
             subreaper,
+            attrs,
         };
         Exec::prepare(&self.security, &self.rlimits, spec)?.spawn(&mut self.stack)
     }
@@ -271,6 +274,7 @@ impl crate::services::supervisor::Spawn for Spawner {
             [Some(null), Some(stdout), Some(stdout)],
             pass_fds,
             false,
+            None,
         )
         .map(|p| p.as_raw())
     }
@@ -579,6 +583,7 @@ impl Init {
                     detach: false,
                     announce: false,
                     nfds: run.nfds,
+                    attrs: run.attrs,
                 };
                 self.spawn(id, &req, fds)
             }
@@ -629,10 +634,15 @@ impl Init {
     fn spawn(&mut self, id: u64, req: &SpawnRequest, fds: Vec<OwnedFd>) -> Option<Reply> {
         let null = self.spawner.devnull.as_raw_fd();
         let stdio = [0, 1, 2].map(|i| Some(fds.get(i).map(|f| f.as_raw_fd()).unwrap_or(null)));
-        match self
-            .spawner
-            .spawn(&req.argv, &req.env, &req.cwd, stdio, &[], true)
-        {
+        match self.spawner.spawn(
+            &req.argv,
+            &req.env,
+            &req.cwd,
+            stdio,
+            &[],
+            true,
+            req.attrs.as_ref(),
+        ) {
             Ok(pid) => {
                 self.spawned_total += 1;
                 let deadline = (req.timeout_ms > 0)

@@ -247,6 +247,8 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
         .cwd
         .clone()
         .unwrap_or_else(|| t.plan.workdir.to_string_lossy().into_owned());
+    // The same attributes as through the init: the caller's, bounded.
+    let attrs = crate::proto::ProcAttrs::of_self();
     let spec = ExecSpec {
         argv: &opts.argv,
         env: &env,
@@ -261,6 +263,7 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
         reset_sched: crate::spawn::unusual_policy(),
         reset_oom: false,
         subreaper: false,
+        attrs: Some(&attrs),
     };
     let exec = Exec::prepare(security, rlimits, spec)?;
     let pid = exec.spawn(&mut ChildStack::new()?)?;

@@ -39,6 +39,54 @@ pub struct SpawnRequest {
     /// How many fds (stdin, stdout, stderr, in order) ride with the message;
     /// missing ones become /dev/null.
     pub nfds: u8,
+    /// The caller's CPU affinity, nice value and I/O priority, which the
+    /// command takes (bounded: see [`ProcAttrs`]); None: the init's.
+    #[serde(default)]
+    pub attrs: Option<ProcAttrs>,
+}
+
+/// Process attributes a command takes from whoever asked for it (`corral
+/// run`), as a child of that process would: CPU affinity (within the
+/// sandbox's cpuset), nice value (never below 0: a root caller's negative
+/// nice is not the tenant's to keep) and I/O priority (the real-time class
+/// becomes best-effort).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ProcAttrs {
+    /// CPUs the caller may run on; empty: no change.
+    pub cpus: Vec<u32>,
+    pub nice: i32,
+    /// ioprio_get()'s value (class << 13 | data); None: no change.
+    pub ioprio: Option<u16>,
+}
+
+impl ProcAttrs {
+    /// This process's attributes.
+    pub fn of_self() -> ProcAttrs {
+        let cpus = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+            .map(|set| {
+                (0..nix::sched::CpuSet::count() as u32)
+                    .filter(|&c| set.is_set(c as usize).unwrap_or(false))
+                    .collect()
+            })
+            .unwrap_or_default();
+        // SAFETY: getpriority takes integers; errno distinguishes -1.
+        let nice = unsafe {
+            *libc::__errno_location() = 0;
+            let n = libc::getpriority(libc::PRIO_PROCESS, 0);
+            if n == -1 && *libc::__errno_location() != 0 {
+                0
+            } else {
+                n
+            }
+        };
+        // SAFETY: ioprio_get(IOPRIO_WHO_PROCESS, 0) takes integers.
+        let io = unsafe { libc::syscall(libc::SYS_ioprio_get, 1, 0) };
+        ProcAttrs {
+            cpus,
+            nice,
+            ioprio: u16::try_from(io).ok(),
+        }
+    }
 }
 
 /// `corral run`'s request: a foreground command whose environment and
@@ -54,6 +102,9 @@ pub struct RunRequest {
     pub cwd: Option<String>,
     /// As in [`SpawnRequest::nfds`].
     pub nfds: u8,
+    /// As in [`SpawnRequest::attrs`].
+    #[serde(default)]
+    pub attrs: Option<ProcAttrs>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

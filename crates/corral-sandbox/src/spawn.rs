@@ -110,6 +110,7 @@ pub struct Exec<'a> {
     reset_sched: bool,
     reset_oom: bool,
     subreaper: bool,
+    attrs: Option<Attrs>,
 }
 
 fn cstr(s: &str) -> Result<CString, SpawnError> {
@@ -165,6 +166,43 @@ pub struct ExecSpec<'a> {
     /// across exec): what its descendants orphan stays below it, where the
     /// init can find and kill it (init.rs: `kill_tree`).
     pub subreaper: bool,
+    /// CPU affinity, nice value and I/O priority to take (the caller's:
+    /// see [`crate::proto::ProcAttrs`]); None: the spawner's own.
+    pub attrs: Option<&'a crate::proto::ProcAttrs>,
+}
+
+/// [`crate::proto::ProcAttrs`] made ready for the child (no allocation).
+struct Attrs {
+    cpus: Option<libc::cpu_set_t>,
+    nice: i32,
+    ioprio: Option<libc::c_int>,
+}
+
+impl Attrs {
+    fn from(a: &crate::proto::ProcAttrs) -> Attrs {
+        let cpus = (!a.cpus.is_empty()).then(|| {
+            // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write into it.
+            let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            for &c in &a.cpus {
+                if (c as usize) < libc::CPU_SETSIZE as usize {
+                    // SAFETY: c is below CPU_SETSIZE, within `set`.
+                    unsafe { libc::CPU_SET(c as usize, &mut set) };
+                }
+            }
+            set
+        });
+        // Never below 0 (a negative nice of a root caller is not the
+        // tenant's), never above 19.
+        let nice = a.nice.clamp(0, 19);
+        // Real-time I/O (class 1) becomes best-effort (class 2) at the
+        // same level; none (0), best-effort and idle (3) pass.
+        let ioprio = a.ioprio.map(|p| {
+            let (class, data) = (p >> 13, p & 0x1fff);
+            let class = if class == 1 { 2 } else { class };
+            libc::c_int::from(class << 13 | data.min(7))
+        });
+        Attrs { cpus, nice, ioprio }
+    }
 }
 
 impl<'a> Exec<'a> {
@@ -234,6 +272,7 @@ impl<'a> Exec<'a> {
             reset_sched: spec.reset_sched,
             reset_oom: spec.reset_oom,
             subreaper: spec.subreaper,
+            attrs: spec.attrs.map(Attrs::from),
         };
         e.argv_ptrs = e
             .argv
@@ -372,6 +411,23 @@ impl<'a> Exec<'a> {
                 fail(Step::Scheduler, Errno::last());
             }
         }
+        if let Some(a) = &self.attrs {
+            // Before the uid change: root may lower a nice value the
+            // spawner raised (SCHED_BATCH aside, reset above). A CPU set
+            // outside the sandbox's cpuset is refused by the kernel (EINVAL):
+            // the spawner's affinity stays then.
+            // SAFETY: a cpu_set_t of ours; setpriority and ioprio_set take
+            // integers.
+            unsafe {
+                if let Some(set) = &a.cpus {
+                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set);
+                }
+                libc::setpriority(libc::PRIO_PROCESS, 0, a.nice);
+                if let Some(p) = a.ioprio {
+                    libc::syscall(libc::SYS_ioprio_set, 1, 0, p);
+                }
+            }
+        }
         // SAFETY: prctl with integer arguments only.
         if self.subreaper && unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } < 0 {
             fail(Step::Session, Errno::last());
@@ -480,6 +536,26 @@ impl<'a> Exec<'a> {
             )
         };
         fail(Step::Exec, Errno::last())
+    }
+}
+
+/// Forget what the process that brought the sandbox up had: every CPU the
+/// sandbox's cpuset allows, nice 0, no I/O priority class. Otherwise the
+/// first `taskset -c 1 corral run` pinned the init, and with it every
+/// command, service and request it started afterwards (the N-copies half
+/// speed of the micro benchmarks). A command of `corral run` takes its
+/// caller's attributes instead (`ExecSpec::attrs`).
+pub fn neutral_attributes() {
+    // SAFETY: a cpu_set_t of ours with every CPU set (the kernel keeps those
+    // the cpuset allows); setpriority and ioprio_set take integers.
+    unsafe {
+        let mut all: libc::cpu_set_t = std::mem::zeroed();
+        for c in 0..libc::CPU_SETSIZE as usize {
+            libc::CPU_SET(c, &mut all);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &all);
+        libc::setpriority(libc::PRIO_PROCESS, 0, 0);
+        libc::syscall(libc::SYS_ioprio_set, 1, 0, 0);
     }
 }
 
@@ -848,6 +924,7 @@ mod tests {
             reset_sched: false,
             reset_oom: false,
             subreaper: false,
+            attrs: None,
         }
     }
 

@@ -67,6 +67,9 @@ pub fn run_request(opts: &RunOptions, caller_env: Vec<(String, String)>) -> Requ
         extra_env: opts.env.clone(),
         cwd: opts.cwd.clone(),
         nfds: 3,
+        // The command runs with this process's affinity, nice value and
+        // I/O priority, as a child of it would (docs/architecture.md).
+        attrs: Some(crate::proto::ProcAttrs::of_self()),
     })
 }
 

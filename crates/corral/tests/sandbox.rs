@@ -930,3 +930,90 @@ fn system_accounts_unknown_names_and_missing_files_are_refused_and_down_all_clea
     let left: Vec<_> = parents.iter().filter(|p| p.exists()).collect();
     assert!(left.is_empty(), "empty cgroup parents left: {left:?}");
 }
+
+#[test]
+fn a_command_takes_its_callers_affinity_nice_and_io_priority_on_both_paths() {
+    let env = Env::new();
+    env.default_profile_with("");
+    let ncpu = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let all = if ncpu > 1 {
+        format!("0-{}", ncpu - 1)
+    } else {
+        "0".into()
+    };
+    // The sandbox brought up by a pinned, niced caller: its init keeps none
+    // of that (it would hand it to every later command).
+    let mut up = std::process::Command::new("taskset");
+    up.args(["-c", "0", "nice", "-n", "5"])
+        .arg(corral_bin())
+        .args(["up", T1]);
+    for (k, v) in env.cmd().get_envs() {
+        match v {
+            Some(v) => up.env(k, v),
+            None => up.env_remove(k),
+        };
+    }
+    assert!(up.status().unwrap().success());
+    let script = "grep Cpus_allowed_list /proc/self/status | cut -f2; nice; ionice";
+    let out = env.sh(T1, script);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        [all.as_str(), "0", "none: prio 0"],
+        "unpinned caller: {out}"
+    );
+    for setns in [false, true] {
+        let mut c = std::process::Command::new("taskset");
+        c.args([
+            "-c",
+            &(ncpu - 1).to_string(),
+            "nice",
+            "-n",
+            "-3",
+            "ionice",
+            "-c",
+            "1",
+            "-n",
+            "2",
+        ])
+        .arg(corral_bin())
+        .args(["run", T1, "--", "/bin/sh", "-c", script]);
+        for (k, v) in env.cmd().get_envs() {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
+        if setns {
+            c.env("CORRAL_RUN_SETNS", "1");
+        }
+        let o = c.output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        let lines: Vec<&str> = out.lines().collect();
+        let last = (ncpu - 1).to_string();
+        assert_eq!(
+            lines,
+            [last.as_str(), "0", "best-effort: prio 2"],
+            "pinned, nice -3, real-time I/O caller (setns path: {setns}): the CPU is kept, \
+             the negative nice and the real-time class are not: {out} {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    // A positive nice is kept.
+    let mut c = std::process::Command::new("nice");
+    c.args(["-n", "7"])
+        .arg(corral_bin())
+        .args(["run", T1, "--", "nice"]);
+    for (k, v) in env.cmd().get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&c.output().unwrap().stdout).trim(),
+        "7"
+    );
+}

@@ -152,6 +152,7 @@ fn run(ctx: &Ctx, a: &CgiArgs) -> Result<i32, Fail> {
         detach: false,
         announce: false,
         nfds: 3,
+        attrs: None,
     };
     let control = ctx.layout.tenant(&tenant).control();
     let c = Client::connect(&control)

@@ -129,6 +129,7 @@ fn detach(ctx: &Ctx, t: &Target, a: &RunArgs, extra: Vec<(String, String)>) -> a
         detach: true,
         announce: true,
         nfds: 3,
+        attrs: None,
     };
     let c = Client::connect(&dir.control())
         .map_err(|e| anyhow::anyhow!("connect to {}: {e}", dir.control().display()))?;
