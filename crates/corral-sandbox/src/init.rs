@@ -222,6 +222,9 @@ fn rights(m: &nix::sys::socket::RecvMsg<'_, '_, ()>) -> Vec<OwnedFd> {
 }
 
 impl Spawner {
+    // The ExecSpec's varying parts, one by one: a struct for them would
+    // only be unpacked again here.
+    #[allow(clippy::too_many_arguments)]
     fn spawn(
         &mut self,
         argv: &[String],
