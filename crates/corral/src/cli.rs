@@ -218,6 +218,17 @@ pub enum Command {
     /// Account lifecycle for hosting panels' hooks (config/hooks/): remove a tenant's corral state.
     #[command(subcommand)]
     Tenant(TenantCmd),
+    /// Delete what has not been modified for DAYS days in tenants' disk /tmp (all, or those named),
+    /// as each tenant (like CageFS's tmpwatch); e.g. from cron: `corral tmp-clean --older-than 7`.
+    TmpClean {
+        tenants: Vec<String>,
+        /// Age in days (by modification time).
+        #[arg(long, value_name = "DAYS", default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=3650))]
+        older_than: u32,
+        /// Only list what would be deleted.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Remove what corral keeps of accounts that no longer exist (state, /tmp, overrides, records, logs).
     Gc {
         /// Only list what would be removed.

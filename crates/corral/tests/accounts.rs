@@ -127,3 +127,55 @@ fn gc_collects_deleted_accounts_and_nothing_else() {
                 .exists()
     );
 }
+
+#[test]
+fn tmp_clean_deletes_old_entries_as_the_tenant_and_follows_no_link() {
+    let env = Env::new();
+    env.default_profile_with("");
+    env.ok(&["up", T1]);
+    let tmp = env.state_dir().join("tmp").join(T1);
+    let uid = uid_of(T1);
+    let target = tempfile::Builder::new()
+        .prefix("corral-tmpclean-target")
+        .tempfile_in("/var/tmp")
+        .unwrap();
+    let mk = |rel: &str, dir: bool| {
+        let p = tmp.join(rel);
+        if dir {
+            std::fs::create_dir(&p).unwrap();
+        } else {
+            std::fs::write(&p, "x").unwrap();
+        }
+        std::os::unix::fs::lchown(&p, Some(uid), Some(uid)).unwrap();
+        p
+    };
+    let old = mk("old.txt", false);
+    let new = mk("new.txt", false);
+    let old_dir = mk("olddir", true);
+    let inner = mk("olddir/inner", false);
+    let link = tmp.join("link");
+    std::os::unix::fs::symlink(target.path(), &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(uid), Some(uid)).unwrap();
+    for p in [&old, &inner, &old_dir, &link] {
+        let st = Command::new("touch")
+            .args(["-h", "-d", "10 days ago"])
+            .arg(p)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let dry = env.ok(&["tmp-clean", T1, "--older-than", "7", "--dry-run"]);
+    assert!(dry.contains("would delete"), "{dry}");
+    assert!(
+        old.exists() && link.symlink_metadata().is_ok(),
+        "a dry run deletes nothing"
+    );
+    let out = env.ok(&["tmp-clean", T1, "--older-than", "7"]);
+    println!("{out}");
+    assert!(!old.exists() && !inner.exists(), "old files deleted: {out}");
+    assert!(link.symlink_metadata().is_err(), "the old link deleted");
+    assert!(target.path().exists(), "its target outside untouched");
+    assert!(new.exists(), "a new file kept");
+    // An old directory whose old content went is empty: it goes too.
+    assert!(!old_dir.exists(), "the emptied old directory deleted");
+}

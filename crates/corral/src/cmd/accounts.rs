@@ -153,3 +153,104 @@ pub fn gc(ctx: &Ctx, dry_run: bool) -> anyhow::Result<i32> {
     }
     Ok(0)
 }
+
+/// `corral tmp-clean`: in each tenant's disk /tmp, delete what has not been
+/// modified for `days` days (like CageFS's tmpwatch). The deletion runs as
+/// the tenant (`find -delete`, physical walk, one filesystem): it can only
+/// remove what the tenant could remove itself, and a symlink it planted is
+/// removed, never followed.
+pub fn tmp_clean(ctx: &Ctx, tenants: &[String], days: u32, dry_run: bool) -> anyhow::Result<i32> {
+    let names: Vec<String> = if tenants.is_empty() {
+        known_names(ctx)?.into_iter().collect()
+    } else {
+        tenants.to_vec()
+    };
+    let db = corral_users::Db::system();
+    let mut failed = 0;
+    for name in names {
+        crate::ctx::check_tenant_name(&name)?;
+        let Ok(Some(user)) = db.user_by_name(&name) else {
+            continue; // no account (gc's business)
+        };
+        let Some(dir) = leftovers(ctx, &name)
+            .into_iter()
+            .find(|(what, _)| *what == "/tmp directory")
+            .map(|(_, p)| p)
+        else {
+            continue;
+        };
+        // Only a real directory of the tenant's own.
+        let Ok(meta) = dir.symlink_metadata() else {
+            continue;
+        };
+        use std::os::unix::fs::MetadataExt;
+        if !meta.is_dir() || meta.uid() != user.uid {
+            eprintln!(
+                "corral: {name}: {} is not a directory of the tenant's: skipped",
+                dir.display()
+            );
+            failed += 1;
+            continue;
+        }
+        // Opened here as root, entered by the tenant's find through the fd:
+        // the path's parents need not be searchable by the tenant.
+        let dirfd = std::fs::File::open(&dir)
+            .map_err(|e| anyhow::anyhow!("{name}: open {}: {e}", dir.display()))?;
+        let age = format!("+{}", days.saturating_sub(1));
+        let mut find = std::process::Command::new("find");
+        find.args([
+            "-P",
+            ".",
+            "-xdev",
+            "-mindepth",
+            "1",
+            "-depth",
+            "-mtime",
+            &age,
+        ]);
+        if dry_run {
+            find.arg("-print");
+        } else {
+            // Empty directories go too (one emptied by this walk counts by
+            // its time before it); a non-empty one stays.
+            find.args([
+                "(", "-type", "d", "-empty", "-o", "!", "-type", "d", ")", "-print", "-delete",
+            ]);
+        }
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let raw = dirfd.as_raw_fd();
+        find.uid(user.uid).gid(user.gid).env_clear();
+        // SAFETY: fchdir is async-signal-safe and takes an fd we hold open
+        // until the child has exec'd (it runs after the uid change).
+        unsafe {
+            find.pre_exec(move || nix::unistd::fchdir(raw).map_err(std::io::Error::from));
+        }
+        let out = find
+            .output()
+            .map_err(|e| anyhow::anyhow!("{name}: run find: {e}"))?;
+        let n = out
+            .stdout
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count();
+        if !out.status.success() {
+            failed += 1;
+            eprintln!(
+                "corral: {name}: find in {}: {}",
+                dir.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        outln!(
+            "{name}: {} {n} entries older than {days} days in {}",
+            if dry_run { "would delete" } else { "deleted" },
+            dir.display()
+        );
+    }
+    Ok(if failed > 0 {
+        crate::ctx::EXIT_FAILURE
+    } else {
+        0
+    })
+}

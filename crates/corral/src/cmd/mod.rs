@@ -38,6 +38,11 @@ pub fn dispatch(ctx: &Ctx, cmd: Command) -> anyhow::Result<i32> {
             accounts::remove(ctx, &tenant, dry_run)
         }
         Command::Gc { dry_run } => accounts::gc(ctx, dry_run),
+        Command::TmpClean {
+            tenants,
+            older_than,
+            dry_run,
+        } => accounts::tmp_clean(ctx, &tenants, older_than, dry_run),
         Command::Unsuspend(a) => suspend::unsuspend(ctx, &a.tenant),
         Command::Stats(a) => limits::stats(ctx, a),
         Command::Top(a) => limits::top(ctx, a),
