@@ -479,27 +479,14 @@ fn ensure_host(net: &Net) -> Result<(), NetError> {
     let relay = loopback_nameserver(&net.cfg.resolv_conf);
     let rules = ruleset(net, &host_nameservers(&net.cfg.resolv_conf), relay);
     let installed = net.cfg.run_dir.join(format!("{br}.nft"));
-    let ready = || {
-        std::fs::read_to_string(format!("/sys/class/net/{br}/flags"))
-            .ok()
-            .and_then(|s| u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok())
-            .is_some_and(|f| f & libc::IFF_UP as u32 != 0)
-            && std::fs::read_to_string(&installed).ok().as_deref() == Some(rules.as_str())
-    };
+    let ready =
+        || is_up(br) && std::fs::read_to_string(&installed).ok().as_deref() == Some(rules.as_str());
     if ready() {
         return Ok(());
     }
     std::fs::create_dir_all(&net.cfg.run_dir)
         .map_err(io(format!("create {}", net.cfg.run_dir.display())))?;
-    let lock_path = net.cfg.run_dir.join("setup.lock");
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(io(format!("open {}", lock_path.display())))?;
-    let _lock = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
-        .map_err(|(_, e)| NetError::Sys(format!("lock {}", lock_path.display()), e))?;
+    let _lock = setup_lock(net)?;
     if ready() {
         return Ok(());
     }
@@ -509,33 +496,27 @@ fn ensure_host(net: &Net) -> Result<(), NetError> {
         .map_err(io("enable IPv4 forwarding (net.ipv4.ip_forward)"))?;
     // Every bridge already made is set up again (its address, the relay's
     // route_localnet), the first one last: up means ready.
-    let shards: Vec<String> = (1..net.shards())
-        .map(|s| format!("{br}{s}"))
-        .filter(|b| Path::new("/sys/class/net").join(b).exists())
-        .collect();
-    for (i, b) in shards.iter().enumerate() {
-        setup_bridge(
-            net,
-            b,
-            net.gateway_of((i as u32 + 1) * net.per_shard()),
-            relay.is_some(),
-        )?;
+    for s in 1..net.shards() {
+        let index = s * net.per_shard();
+        let b = net.bridge_of(index);
+        if Path::new("/sys/class/net").join(&b).exists() {
+            setup_bridge(net, &b, net.gateway_of(index), relay.is_some())?;
+        }
     }
     setup_bridge(net, br, net.gateway(), relay.is_some())
 }
 
-/// A bridge of the tenants (a shard), made under the setup lock when it
-/// does not exist yet (the first one is made by [`ensure_host`]).
-fn ensure_bridge(net: &Net, bridge: &str, gateway: Ipv4Addr) -> Result<(), NetError> {
-    let up = || {
-        std::fs::read_to_string(format!("/sys/class/net/{bridge}/flags"))
-            .ok()
-            .and_then(|s| u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok())
-            .is_some_and(|f| f & libc::IFF_UP as u32 != 0)
-    };
-    if up() {
-        return Ok(());
-    }
+/// Whether interface `name` exists and is up.
+fn is_up(name: &str) -> bool {
+    std::fs::read_to_string(format!("/sys/class/net/{name}/flags"))
+        .ok()
+        .and_then(|s| u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok())
+        .is_some_and(|f| f & libc::IFF_UP as u32 != 0)
+}
+
+/// The host-wide lock around making bridges and installing the rules
+/// (`<run_dir>/setup.lock`), held until dropped.
+fn setup_lock(net: &Net) -> Result<nix::fcntl::Flock<std::fs::File>, NetError> {
     let lock_path = net.cfg.run_dir.join("setup.lock");
     let f = std::fs::OpenOptions::new()
         .create(true)
@@ -543,9 +524,18 @@ fn ensure_bridge(net: &Net, bridge: &str, gateway: Ipv4Addr) -> Result<(), NetEr
         .write(true)
         .open(&lock_path)
         .map_err(io(format!("open {}", lock_path.display())))?;
-    let _lock = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
-        .map_err(|(_, e)| NetError::Sys(format!("lock {}", lock_path.display()), e))?;
-    if up() {
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| NetError::Sys(format!("lock {}", lock_path.display()), e))
+}
+
+/// A bridge of the tenants (a shard), made under the setup lock when it
+/// does not exist yet (the first one is made by [`ensure_host`]).
+fn ensure_bridge(net: &Net, bridge: &str, gateway: Ipv4Addr) -> Result<(), NetError> {
+    if is_up(bridge) {
+        return Ok(());
+    }
+    let _lock = setup_lock(net)?;
+    if is_up(bridge) {
         return Ok(());
     }
     let relay = loopback_nameserver(&net.cfg.resolv_conf).is_some();
