@@ -67,3 +67,18 @@ impl Ctx {
 pub fn check_tenant_name(name: &str) -> anyhow::Result<()> {
     Ok(corral_users::check_user_name(name)?)
 }
+
+/// A connection to a running tenant's init; None when the tenant is not up.
+pub fn init_client(
+    ctx: &Ctx,
+    tenant: &str,
+) -> anyhow::Result<Option<corral_sandbox::client::Client>> {
+    let dir = ctx.layout.tenant(tenant);
+    match dir.read_state() {
+        Ok(Some(st)) if st.init_alive() => {}
+        _ => return Ok(None),
+    }
+    corral_sandbox::client::Client::connect(&dir.control())
+        .map(Some)
+        .map_err(|e| anyhow::anyhow!("{tenant}: connect to the tenant init: {e}"))
+}

@@ -5,7 +5,6 @@
 use crate::cli::ServiceCmd;
 use crate::ctx::{Ctx, EXIT_FAILURE};
 use crate::out::outln;
-use corral_sandbox::client::Client;
 use corral_sandbox::proto::{Reply, Request, ServiceOp, ServiceStatus};
 use serde::Serialize;
 use std::io::{Read, Seek, SeekFrom};
@@ -42,13 +41,9 @@ fn ask(
     op: ServiceOp,
     name: Option<&str>,
 ) -> anyhow::Result<Option<Vec<ServiceStatus>>> {
-    let dir = ctx.layout.tenant(tenant);
-    match dir.read_state() {
-        Ok(Some(st)) if st.init_alive() => {}
-        _ => return Ok(None),
-    }
-    let client = Client::connect(&dir.control())
-        .map_err(|e| anyhow::anyhow!("{tenant}: connect to the tenant init: {e}"))?;
+    let Some(client) = crate::ctx::init_client(ctx, tenant)? else {
+        return Ok(None);
+    };
     let req = Request::Service {
         op,
         name: name.map(str::to_string),

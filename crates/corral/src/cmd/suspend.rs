@@ -14,18 +14,13 @@
 use crate::ctx::Ctx;
 use crate::out::outln;
 use corral_profile::suspend::{self, Suspension};
-use corral_sandbox::client::Client;
 use corral_sandbox::proto::{Reply, Request};
 
 /// Tell a running init; false when the tenant is not up.
 fn tell_init(ctx: &Ctx, tenant: &str, on: bool) -> anyhow::Result<bool> {
-    let dir = ctx.layout.tenant(tenant);
-    match dir.read_state() {
-        Ok(Some(st)) if st.init_alive() => {}
-        _ => return Ok(false),
-    }
-    let client = Client::connect(&dir.control())
-        .map_err(|e| anyhow::anyhow!("{tenant}: connect to the tenant init: {e}"))?;
+    let Some(client) = crate::ctx::init_client(ctx, tenant)? else {
+        return Ok(false);
+    };
     match client.call(&Request::Suspend { on }, &[]) {
         Ok(Reply::Status(_)) => Ok(true),
         Ok(Reply::Error { message }) => anyhow::bail!("{tenant}: {message}"),
