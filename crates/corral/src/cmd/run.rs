@@ -70,7 +70,7 @@ pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
     };
     if !setns {
         // A running sandbox: straight to its init (via_init::run_fast).
-        crate::ctx::check_tenant_name(&a.tenant)?;
+        // (The name was checked on entry.)
         match via_init::run_fast(&ctx.layout, &a.tenant, &opts) {
             Ok(Some(code)) => return Ok(code),
             Ok(None) => {}
