@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Suspension {
     pub reason: String,
-    /// Unix time, seconds.
-    pub since: u64,
+    /// When, as text (`2026-11-25 03:10 UTC`); empty when unknown.
+    pub since: String,
 }
 
 fn path(config_dir: &Path, tenant: &str) -> PathBuf {
@@ -28,13 +28,13 @@ pub fn suspension(config_dir: &Path, tenant: &str) -> Option<Suspension> {
         Ok(bytes) => Some(
             serde_json::from_slice(&bytes).unwrap_or_else(|e| Suspension {
                 reason: format!("unreadable record {}: {e}", p.display()),
-                since: 0,
+                since: String::new(),
             }),
         ),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => Some(Suspension {
             reason: format!("unreadable record {}: {e}", p.display()),
-            since: 0,
+            since: String::new(),
         }),
     }
 }
@@ -74,39 +74,19 @@ pub fn clear(config_dir: &Path, tenant: &str) -> std::io::Result<bool> {
 pub struct Suspended {
     pub tenant: String,
     pub reason: String,
-    pub since: u64,
+    pub since: String,
 }
 
 /// sysexits' EX_NOPERM: what `corral` exits with when it refuses a
 /// suspended tenant.
 pub const EXIT_SUSPENDED: i32 = 77;
 
-fn since_text(since: &u64) -> String {
-    if *since == 0 {
-        return String::new();
+fn since_text(since: &str) -> String {
+    if since.is_empty() {
+        String::new()
+    } else {
+        format!(" since {since}")
     }
-    let days = since / 86_400;
-    let s = since % 86_400;
-    let (y, m, d) = civil(days as i64);
-    format!(
-        " since {y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
-        s / 3600,
-        s % 3600 / 60
-    )
-}
-
-/// Days since 1970-01-01 → (year, month, day), Howard Hinnant's algorithm.
-fn civil(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 /// Err([`Suspended`]) when the tenant is suspended.
@@ -131,7 +111,7 @@ mod tests {
         assert!(check(d.path(), "alice").is_ok());
         let s = Suspension {
             reason: "unpaid".into(),
-            since: 1_764_028_800,
+            since: "2025-11-25 00:00 UTC".into(),
         };
         record(d.path(), "alice", &s).unwrap();
         let e = check(d.path(), "alice").unwrap_err();

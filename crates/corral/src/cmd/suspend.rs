@@ -37,10 +37,9 @@ pub fn suspend(ctx: &Ctx, tenant: &str, reason: Option<String>) -> anyhow::Resul
     // A tenant that does not exist cannot be suspended (a typo would
     // otherwise leave a record nobody sees).
     corral_profile::load(&ctx.config_dir, tenant)?;
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    // "2026-11-25T03:10:00.123Z " -> "2026-11-25 03:10 UTC".
+    let t = corral_sandbox::services::log::timestamp(std::time::SystemTime::now());
+    let since = format!("{} {} UTC", &t[..10], &t[11..16]);
     let s = Suspension {
         reason: reason.unwrap_or_else(|| "suspended by the operator".into()),
         since,
