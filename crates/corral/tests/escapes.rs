@@ -566,17 +566,10 @@ fn host_interface_addr() -> Option<std::net::Ipv4Addr> {
 /// `sh -c 'exec 7<DIR; exec corral ARGS'`: corral started with a descriptor
 /// to a host directory that is not close-on-exec (runc CVE-2024-21626).
 fn corral_with_leaked_fd(env: &Env, dir: &str, args: &[&str]) -> ProbeRun {
-    let mut c = Command::new("/bin/sh");
+    let mut c = env.command("/bin/sh");
     c.args(["-c", "exec 7<\"$1\"; shift; exec \"$@\"", "sh", dir])
         .arg(corral_bin())
         .args(args);
-    let probe_env = env.cmd();
-    for (k, v) in probe_env.get_envs() {
-        match v {
-            Some(v) => c.env(k, v),
-            None => c.env_remove(k),
-        };
-    }
     ProbeRun::from(c.output().unwrap())
 }
 
@@ -1880,13 +1873,8 @@ fn a_tmp_size_cap_that_cannot_be_set_fails_closed() {
 
 /// Whether this process holds capability `cap` (its effective set).
 fn host_has_cap(cap: u32) -> bool {
-    let st = std::fs::read_to_string("/proc/self/status").unwrap();
-    let eff = st
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .unwrap_or(0);
-    eff & (1 << cap) != 0
+    let caps = corral_security::caps::current_caps().expect("read /proc/self/status");
+    caps.effective & (1 << cap) != 0
 }
 
 /// A host sysctl set for the length of a test and restored on drop (also

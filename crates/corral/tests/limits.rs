@@ -5,18 +5,6 @@ mod common;
 use common::*;
 use std::time::Duration;
 
-fn stats(env: &Env, tenant: &str, window_ms: u64) -> serde_json::Value {
-    let v: serde_json::Value = serde_json::from_str(&env.ok(&[
-        "stats",
-        tenant,
-        "--json",
-        "--interval-ms",
-        &window_ms.to_string(),
-    ]))
-    .unwrap();
-    v[0].clone()
-}
-
 #[test]
 fn live_cpu_limit_change_applies_to_a_running_tenant() {
     let env = Env::new();
@@ -33,10 +21,10 @@ fn live_cpu_limit_change_applies_to_a_running_tenant() {
     ]);
     env.ok(&["limits", "set", T1, "cpu=20%"]);
     std::thread::sleep(Duration::from_millis(300));
-    let low = stats(&env, T1, 2000)["cpu_percent"].as_f64().unwrap();
+    let low = env.stats(T1, 2000)["cpu_percent"].as_f64().unwrap();
     env.ok(&["limits", "set", T1, "cpu=60%"]);
     std::thread::sleep(Duration::from_millis(300));
-    let high = stats(&env, T1, 2000)["cpu_percent"].as_f64().unwrap();
+    let high = env.stats(T1, 2000)["cpu_percent"].as_f64().unwrap();
     eprintln!("cpu at 20%: {low:.1}%, at 60%: {high:.1}%");
     assert!((5.0..=30.0).contains(&low), "20% limit held: {low}");
     assert!(
@@ -45,7 +33,7 @@ fn live_cpu_limit_change_applies_to_a_running_tenant() {
     );
     let shown = env.ok(&["limits", "show", T1]);
     assert!(shown.contains("60%"), "{shown}");
-    let s = stats(&env, T1, 100);
+    let s = env.stats(T1, 100);
     assert!(
         s["faults"]["cpu_throttled_periods"].as_u64().unwrap() > 0,
         "throttling is counted: {s}"
@@ -120,7 +108,7 @@ fn entry_process_limit_refuses_exactly_the_excess_and_slots_come_back() {
         "slot of a killed entry is reusable"
     );
     kids[1].wait().unwrap();
-    let s = stats(&env, T1, 50);
+    let s = env.stats(T1, 50);
     assert_eq!(s["entry_rejections"].as_u64(), Some(1), "{s}");
 }
 
@@ -142,7 +130,7 @@ fn fork_bomb_stops_at_the_process_limit_and_the_neighbour_keeps_working() {
         "neighbour answered in {:?}",
         start.elapsed()
     );
-    let s = stats(&env, T1, 100);
+    let s = env.stats(T1, 100);
     assert!(s["usage"]["processes"].as_u64().unwrap() <= 30, "{s}");
     assert!(
         s["faults"]["pids_max_hits"].as_u64().unwrap() > 0,
@@ -191,7 +179,7 @@ fn a_full_process_limit_refuses_new_commands_on_every_path() {
             "setns={setns}: {err}"
         );
         assert!(!marker.exists(), "setns={setns}: the command ran");
-        let s = stats(&env, T1, 50);
+        let s = env.stats(T1, 50);
         assert!(
             s["usage"]["processes"].as_u64().unwrap() <= 2,
             "setns={setns}: {s}"
@@ -223,7 +211,7 @@ fn memory_hog_is_oom_killed_inside_its_tenant() {
         "killed by SIGKILL: {:?}",
         o.status
     );
-    let s = stats(&env, T1, 50);
+    let s = env.stats(T1, 50);
     let f = &s["faults"];
     assert!(
         f["oom_kills"].as_u64().unwrap() > 0 || f["memory_max_hits"].as_u64().unwrap() > 0,
@@ -234,7 +222,7 @@ fn memory_hog_is_oom_killed_inside_its_tenant() {
         "fine",
         "neighbour untouched"
     );
-    assert_eq!(stats(&env, T2, 50)["faults"]["oom_kills"].as_u64(), Some(0));
+    assert_eq!(env.stats(T2, 50)["faults"]["oom_kills"].as_u64(), Some(0));
 }
 
 fn shown(env: &Env, tenant: &str) -> serde_json::Value {

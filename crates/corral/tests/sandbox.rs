@@ -945,16 +945,10 @@ fn a_command_takes_its_callers_affinity_nice_and_io_priority_on_both_paths() {
     };
     // The sandbox brought up by a pinned, niced caller: its init keeps none
     // of that (it would hand it to every later command).
-    let mut up = std::process::Command::new("taskset");
+    let mut up = env.command("taskset");
     up.args(["-c", "0", "nice", "-n", "5"])
         .arg(corral_bin())
         .args(["up", T1]);
-    for (k, v) in env.cmd().get_envs() {
-        match v {
-            Some(v) => up.env(k, v),
-            None => up.env_remove(k),
-        };
-    }
     assert!(up.status().unwrap().success());
     let script = "grep Cpus_allowed_list /proc/self/status | cut -f2; nice; ionice";
     let out = env.sh(T1, script);
@@ -965,7 +959,7 @@ fn a_command_takes_its_callers_affinity_nice_and_io_priority_on_both_paths() {
         "unpinned caller: {out}"
     );
     for setns in [false, true] {
-        let mut c = std::process::Command::new("taskset");
+        let mut c = env.command("taskset");
         c.args([
             "-c",
             &(ncpu - 1).to_string(),
@@ -980,12 +974,6 @@ fn a_command_takes_its_callers_affinity_nice_and_io_priority_on_both_paths() {
         ])
         .arg(corral_bin())
         .args(["run", T1, "--", "/bin/sh", "-c", script]);
-        for (k, v) in env.cmd().get_envs() {
-            match v {
-                Some(v) => c.env(k, v),
-                None => c.env_remove(k),
-            };
-        }
         if setns {
             c.env("CORRAL_RUN_SETNS", "1");
         }
@@ -1002,16 +990,10 @@ fn a_command_takes_its_callers_affinity_nice_and_io_priority_on_both_paths() {
         );
     }
     // A positive nice is kept.
-    let mut c = std::process::Command::new("nice");
+    let mut c = env.command("nice");
     c.args(["-n", "7"])
         .arg(corral_bin())
         .args(["run", T1, "--", "nice"]);
-    for (k, v) in env.cmd().get_envs() {
-        match v {
-            Some(v) => c.env(k, v),
-            None => c.env_remove(k),
-        };
-    }
     assert_eq!(
         String::from_utf8_lossy(&c.output().unwrap().stdout).trim(),
         "7"

@@ -11,10 +11,7 @@ use std::time::Duration;
 const EXIT_SUSPENDED: i32 = 77;
 
 fn cpu(env: &Env, tenant: &str) -> f64 {
-    let v: serde_json::Value =
-        serde_json::from_str(&env.ok(&["stats", tenant, "--json", "--interval-ms", "1500"]))
-            .unwrap();
-    v[0]["cpu_percent"].as_f64().unwrap()
+    env.stats(tenant, 1500)["cpu_percent"].as_f64().unwrap()
 }
 
 fn refused(env: &Env, args: &[&str]) -> String {

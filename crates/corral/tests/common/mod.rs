@@ -101,6 +101,33 @@ impl Env {
         c
     }
 
+    /// Another program (`taskset`, `nice`, a shell that execs corral) with
+    /// the same environment [`Env::cmd`] gives corral: this test's state
+    /// dir, config dir and cgroup parent.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new(program);
+        for (k, v) in self.cmd().get_envs() {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
+        c
+    }
+
+    /// `corral stats TENANT --json` over a `window_ms` window: the tenant's row.
+    pub fn stats(&self, tenant: &str, window_ms: u64) -> serde_json::Value {
+        let v: serde_json::Value = serde_json::from_str(&self.ok(&[
+            "stats",
+            tenant,
+            "--json",
+            "--interval-ms",
+            &window_ms.to_string(),
+        ]))
+        .unwrap();
+        v[0].clone()
+    }
+
     /// Run corral with `args`; returns the output (does not check status).
     pub fn run(&self, args: &[&str]) -> Output {
         self.cmd().args(args).output().expect("spawn corral")
