@@ -1062,14 +1062,6 @@ mod gw {
         let _ = c.wait();
     }
 
-    pub fn free_port() -> u16 {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    }
-
     fn parse_response(raw: &[u8]) -> Resp {
         let split = raw
             .windows(4)

@@ -419,11 +419,6 @@ impl Drop for Sshd {
     }
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
 /// Run `c` with `input` on stdin (written slowly, after the session has
 /// started, for an interactive shell) and at most 60 s.
 fn bounded(mut c: Command, input: Option<&str>) -> Output {

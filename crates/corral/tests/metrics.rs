@@ -65,14 +65,6 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A plain HTTP/1.1 GET on loopback: (status, headers, body).
 fn get(port: u16, target: &str, accept: Option<&str>) -> std::io::Result<(u16, String, String)> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;

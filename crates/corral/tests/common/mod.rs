@@ -52,6 +52,15 @@ pub fn ensure_users() {
     }
 }
 
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 pub fn require_root() {
     assert!(
         nix::unistd::geteuid().is_root(),
