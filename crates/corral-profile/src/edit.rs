@@ -144,21 +144,29 @@ pub fn write(config_dir: &Path, tenant: &str, text: &str) -> Result<PathBuf, Edi
         path: path.clone(),
         source,
     };
-    let dir = path.parent().expect("the override is in tenants/");
-    std::fs::create_dir_all(dir).map_err(io)?;
-    let tmp = dir.join(format!(".{tenant}.toml.{}.tmp", std::process::id()));
+    replace_file(&path, text.as_bytes()).map_err(io)?;
+    Ok(path)
+}
+
+/// Replace a configuration file (its directory made if missing) with
+/// `data`: a temporary file beside it, synced, mode 0644, renamed over it;
+/// on failure the old file stays and the temporary one goes.
+pub(crate) fn replace_file(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().expect("an absolute file path");
+    std::fs::create_dir_all(dir)?;
+    let name = path.file_name().expect("a file name").to_string_lossy();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
+        f.write_all(data)?;
         f.sync_all()?;
         std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
-        std::fs::rename(&tmp, &path)
+        std::fs::rename(&tmp, path)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    result.map_err(io)?;
-    Ok(path)
+    result
 }
 
 #[cfg(test)]

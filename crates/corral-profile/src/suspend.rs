@@ -5,7 +5,6 @@
 //! the gateway, logins, services) reads it and refuses.
 
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Why and since when a tenant is suspended.
@@ -42,20 +41,10 @@ pub fn suspension(config_dir: &Path, tenant: &str) -> Option<Suspension> {
 /// Record a suspension (replacing an earlier one), atomically.
 pub fn record(config_dir: &Path, tenant: &str, s: &Suspension) -> std::io::Result<PathBuf> {
     let p = path(config_dir, tenant);
-    let dir = p.parent().expect("suspended/");
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".{tenant}.json.{}.tmp", std::process::id()));
-    let r = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&serde_json::to_vec_pretty(s).expect("serializes"))?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &p)
-    })();
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    r.map(|_| p)
+    let mut data = serde_json::to_vec_pretty(s).expect("serializes");
+    data.push(b'\n');
+    crate::edit::replace_file(&p, &data)?;
+    Ok(p)
 }
 
 /// Remove the record; false when there was none.
