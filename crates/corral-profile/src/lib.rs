@@ -103,28 +103,34 @@ pub(crate) fn load_with(
 /// only `$USER` is expanded. None for a tmpfs /tmp, or when the path needs
 /// more than the name (`$HOME`, `$UID`...).
 pub fn tmp_dir_of(config_dir: &Path, tenant: &str) -> Option<std::path::PathBuf> {
-    let read = |p: &Path| -> Option<toml::Value> {
-        toml::from_str(&std::fs::read_to_string(p).ok()?).ok()
+    // The same parser and overlay as `load` (an override that sets `kind`
+    // replaces the template's [tmp]), without the tenant lookup.
+    let parse = |path: &Path, text: &str| {
+        let lines = error::line_starts(text);
+        layer::parse(error::Source {
+            path,
+            text,
+            lines: &lines,
+        })
+        .ok()
     };
-    let template =
-        read(&config_dir.join("profile.toml")).or_else(|| toml::from_str(DEFAULT_PROFILE).ok());
-    let over = read(&config_dir.join("tenants").join(format!("{tenant}.toml")));
-    let tmp_of = |v: &Option<toml::Value>| v.as_ref().and_then(|v| v.get("tmp").cloned());
-    let (kind, dir) = match (tmp_of(&over), tmp_of(&template)) {
-        // An override that sets kind replaces the whole table.
-        (Some(o), _) if o.get("kind").is_some() => (o.get("kind").cloned(), o.get("dir").cloned()),
-        (o, t) => (
-            t.as_ref().and_then(|t| t.get("kind").cloned()),
-            o.as_ref()
-                .and_then(|o| o.get("dir").cloned())
-                .or_else(|| t.as_ref().and_then(|t| t.get("dir").cloned())),
-        ),
+    let template_path = config_dir.join("profile.toml");
+    let template_text = std::fs::read_to_string(&template_path).ok();
+    let mut layer = match &template_text {
+        Some(t) => parse(&template_path, t)?,
+        None => parse(Path::new(BUILTIN_PROFILE), DEFAULT_PROFILE)?,
     };
-    if kind.as_ref().and_then(|k| k.as_str()) == Some("tmpfs") {
+    let over_path = config_dir.join("tenants").join(format!("{tenant}.toml"));
+    if let Ok(t) = std::fs::read_to_string(&over_path) {
+        layer = layer.overlay(parse(&over_path, &t)?);
+    }
+    if layer.tmp.kind.map(|k| k.v) == Some(layer::TmpKind::Tmpfs) {
         return None;
     }
-    let pattern = dir
-        .and_then(|d| d.as_str().map(String::from))
+    let pattern = layer
+        .tmp
+        .dir
+        .map(|d| d.v)
         .unwrap_or_else(|| build::DEFAULT_TMP_DIR.to_string());
     let p = pattern.replace("${USER}", tenant).replace("$USER", tenant);
     (!p.contains('$') && p.starts_with('/') && p != "/").then(|| std::path::PathBuf::from(p))

@@ -251,3 +251,38 @@ fn system_accounts_are_not_tenants_unless_allowed() {
     let e = load(dir.path(), "nobody").unwrap_err().to_string();
     assert!(e.contains("only in the template"), "{e}");
 }
+
+#[test]
+fn tmp_dir_of_reads_the_files_without_the_account() {
+    use crate::tmp_dir_of;
+    let dir = config();
+    assert_eq!(
+        tmp_dir_of(dir.path(), "gone-user"),
+        Some(PathBuf::from("/var/lib/corral/tmp/gone-user"))
+    );
+    fs::write(
+        dir.path().join("tenants/gone-user.toml"),
+        "[tmp]\ndir = \"/srv/tmp/$USER\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        tmp_dir_of(dir.path(), "gone-user"),
+        Some(PathBuf::from("/srv/tmp/gone-user"))
+    );
+    fs::write(
+        dir.path().join("tenants/gone-user.toml"),
+        "[tmp]\nkind = \"tmpfs\"\n",
+    )
+    .unwrap();
+    assert_eq!(tmp_dir_of(dir.path(), "gone-user"), None);
+    fs::write(
+        dir.path().join("tenants/gone-user.toml"),
+        "[tmp]\ndir = \"$HOME/tmp\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        tmp_dir_of(dir.path(), "gone-user"),
+        None,
+        "needs more than the name"
+    );
+}
