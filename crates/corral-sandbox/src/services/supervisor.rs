@@ -203,8 +203,9 @@ impl Supervisor {
         self.services.iter().filter_map(|s| s.deadline).min()
     }
 
-    /// A watched fd is ready (readable, or hung up).
-    pub fn ready(&mut self, w: Watch, buf: &mut [u8], sp: &mut dyn Spawn) {
+    /// A watched fd is ready (readable, or hung up). Returns how many
+    /// bytes of `buf` it used.
+    pub fn ready(&mut self, w: Watch, buf: &mut [u8], sp: &mut dyn Spawn) -> usize {
         match w {
             Watch::Listener(i) => {
                 if self.services[i].state == State::Waiting {
@@ -213,13 +214,10 @@ impl Supervisor {
                         .note("connection: starting (socket activation)");
                     self.start(i, sp);
                 }
+                0
             }
-            Watch::Output(i) => self.drain(i, buf),
+            Watch::Output(i) => self.services[i].pump(buf),
         }
-    }
-
-    fn drain(&mut self, i: usize, buf: &mut [u8]) {
-        self.services[i].pump(buf);
     }
 
     /// Deadlines that have passed: back-off restarts, idle looks, kills.
@@ -309,7 +307,7 @@ impl Supervisor {
         if s.output.is_some() {
             let mut buf = [0u8; 4096];
             for _ in 0..64 {
-                if !s.pump(&mut buf) {
+                if s.pump(&mut buf) == 0 {
                     break;
                 }
             }
@@ -529,20 +527,21 @@ impl Supervisor {
 impl Service {
     /// One read of the output pipe into the log; false when nothing was
     /// read (empty for now, or every writer gone: then the pipe is closed).
-    fn pump(&mut self, buf: &mut [u8]) -> bool {
+    /// Copies what the service wrote to its log; the bytes read (0: none).
+    fn pump(&mut self, buf: &mut [u8]) -> usize {
         let Some(fd) = &self.output else {
-            return false;
+            return 0;
         };
         match nix::unistd::read(fd.as_raw_fd(), buf) {
             Ok(n) if n > 0 => {
                 self.log.write(&buf[..n]);
-                true
+                n
             }
-            Err(nix::errno::Errno::EAGAIN) => false,
+            Err(nix::errno::Errno::EAGAIN) => 0,
             // EOF: the service and whatever it forked are gone.
             _ => {
                 self.output = None;
-                false
+                0
             }
         }
     }
