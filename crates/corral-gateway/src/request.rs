@@ -142,7 +142,7 @@ async fn run(
         // could not be started ends with `Failed` instead of `Exited`.
         announce: false,
         nfds: 3,
-        attrs: None,
+        attrs: shared.attrs.clone(),
     };
     let label = format!("{tenant} {}", p.script.requested.display());
     let stdin = cgienv::has_body(&params).then_some(stdin);

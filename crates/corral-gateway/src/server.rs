@@ -109,6 +109,10 @@ pub struct Shared {
     pub inflight: InFlight,
     /// The stdin of a script whose request has no body.
     pub devnull: std::fs::File,
+    /// The gateway's CPU affinity, nice value and I/O priority when not a
+    /// fresh process's: its scripts take them (bounded like `corral run`'s),
+    /// as a CGI forked by fcgiwrap would. Read once at start.
+    pub attrs: Option<corral_sandbox::proto::ProcAttrs>,
     drain: watch::Sender<bool>,
 }
 
@@ -138,6 +142,7 @@ pub async fn run(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Result
         suspended_page: opts.suspended_page.clone(),
         inflight: InFlight::default(),
         devnull,
+        attrs: corral_sandbox::proto::ProcAttrs::of_self_unless_default(),
         drain,
     });
     let mut term = signal(SignalKind::terminate())?;

@@ -87,6 +87,20 @@ impl ProcAttrs {
             ioprio: u16::try_from(io).ok(),
         }
     }
+
+    /// This process's attributes, or None when they are a fresh process's
+    /// (every online CPU, nice 0, no I/O class), which a command gets anyway
+    /// from the init: the gateway asks once at start, and its requests then
+    /// cost the child no syscalls for an unpinned, un-niced gateway.
+    pub fn of_self_unless_default() -> Option<ProcAttrs> {
+        let a = ProcAttrs::of_self();
+        // SAFETY: sysconf takes an integer.
+        let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+        let all_cpus = usize::try_from(online).is_ok_and(|n| a.cpus.len() >= n);
+        // The class is the top 3 bits; IOPRIO_CLASS_NONE is 0.
+        let no_class = a.ioprio.is_none_or(|p| p >> 13 == 0);
+        (!(all_cpus && a.nice == 0 && no_class)).then_some(a)
+    }
 }
 
 /// `corral run`'s request: a foreground command whose environment and

@@ -377,6 +377,47 @@ fn traversal_symlink_escapes_and_unsafe_files_are_refused() {
     }
 }
 
+/// Like a CGI forked by fcgiwrap, a script takes the gateway's CPU affinity,
+/// nice value and I/O priority (bounded as `corral run`'s are: never a
+/// negative nice, never the real-time I/O class), whatever the process that
+/// brought the sandbox up had; an unpinned gateway's scripts get the
+/// sandbox's defaults.
+#[test]
+fn scripts_take_the_gateways_affinity_nice_and_io_priority() {
+    let script = "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n'\n\
+                  grep Cpus_allowed_list /proc/self/status | cut -f2; nice; ionice\n";
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let last = (ncpu - 1).to_string();
+    let pinned = Stack::start_under(&[
+        "taskset", "-c", &last, "nice", "-n", "6", "ionice", "-c", "1", "-n", "3",
+    ]);
+    pinned.script(T1, "attrs.cgi", script);
+    let r = pinned.get(&format!("/~{T1}/attrs.cgi"), &[]);
+    assert_eq!(r.status, 200, "{r:?} {}", pinned.log());
+    assert_eq!(
+        r.text().lines().collect::<Vec<_>>(),
+        [last.as_str(), "6", "best-effort: prio 3"],
+        "a gateway pinned to CPU {last}, nice 6, real-time I/O class"
+    );
+    drop(pinned);
+    let plain = Stack::start(&[], 30);
+    plain.script(T1, "attrs.cgi", script);
+    let all = if ncpu > 1 {
+        format!("0-{}", ncpu - 1)
+    } else {
+        "0".into()
+    };
+    assert_eq!(
+        plain
+            .get(&format!("/~{T1}/attrs.cgi"), &[])
+            .text()
+            .lines()
+            .collect::<Vec<_>>(),
+        [all.as_str(), "0", "none: prio 0"],
+        "an unpinned gateway"
+    );
+}
+
 #[test]
 fn entry_process_limit_answers_508() {
     let s = Stack::start(&[(T3, "[limits]\nentry_processes = 2\n")], 30);
@@ -783,14 +824,24 @@ mod gw {
     impl Stack {
         /// `overrides`: per-tenant profile overrides; `timeout`: the gateway's, in seconds.
         pub fn start(overrides: &[(&str, &str)], timeout: u64) -> Stack {
-            Stack::launch(overrides, timeout, None)
+            Stack::launch(overrides, timeout, None, &[])
         }
 
         pub fn start_with_map(overrides: &[(&str, &str)], timeout: u64, map: &str) -> Stack {
-            Stack::launch(overrides, timeout, Some(map))
+            Stack::launch(overrides, timeout, Some(map), &[])
         }
 
-        fn launch(overrides: &[(&str, &str)], timeout: u64, map: Option<&str>) -> Stack {
+        /// The gateway started through `wrapper` (e.g. `taskset -c 0`).
+        pub fn start_under(wrapper: &[&str]) -> Stack {
+            Stack::launch(&[], 30, None, wrapper)
+        }
+
+        fn launch(
+            overrides: &[(&str, &str)],
+            timeout: u64,
+            map: Option<&str>,
+            wrapper: &[&str],
+        ) -> Stack {
             let env = Env::new();
             env.default_profile_with("");
             for (t, text) in overrides {
@@ -823,14 +874,21 @@ mod gw {
             if let Some(m) = map {
                 s.write_map(m);
             }
-            s.start_gateway(timeout, map.is_some());
+            s.start_gateway(timeout, map.is_some(), wrapper);
             s.start_nginx();
             s
         }
 
-        fn start_gateway(&mut self, timeout: u64, map: bool) {
+        fn start_gateway(&mut self, timeout: u64, map: bool, wrapper: &[&str]) {
             let log = std::fs::File::create(self.tmp.path().join("gateway.log")).unwrap();
-            let mut c = self.env.cmd();
+            let mut c = match wrapper.split_first() {
+                None => self.env.cmd(),
+                Some((program, args)) => {
+                    let mut c = self.env.command(program);
+                    c.args(args).arg(corral_bin());
+                    c
+                }
+            };
             c.args([
                 "gateway",
                 "--listen",
