@@ -94,6 +94,13 @@ impl Kind {
     /// Keys this type accepts, and those it requires (besides `type`).
     fn keys(self) -> (&'static [&'static str], &'static [&'static str]) {
         match self {
+            // `create` only where it means something: a read-write bind
+            // that is not optional (it is made when missing).
+            Kind::Bind {
+                ro: false,
+                dev: false,
+                optional: false,
+            } => (&["type", "src", "dst", "create"], &["src"]),
             Kind::Bind { .. } => (&["type", "src", "dst"], &["src"]),
             Kind::Tmpfs => (&["type", "dst", "size", "mode"], &["dst"]),
             Kind::Dir => (&["type", "dst", "mode"], &["dst"]),
@@ -115,9 +122,13 @@ pub(crate) struct RawMount {
     pub mode: Option<L<u32>>,
     pub target: Option<L<String>>,
     pub content: Option<L<String>>,
+    /// `bind` only: the source is the tenant's own directory, made at `up`.
+    pub create: Option<L<bool>>,
 }
 
-const ALL_KEYS: &[&str] = &["type", "src", "dst", "size", "mode", "target", "content"];
+const ALL_KEYS: &[&str] = &[
+    "type", "src", "dst", "size", "mode", "target", "content", "create",
+];
 
 pub(crate) fn parse(t: &Table<'_>) -> Result<RawMount, ProfileError> {
     t.check_keys(ALL_KEYS)?;
@@ -163,6 +174,7 @@ pub(crate) fn parse(t: &Table<'_>) -> Result<RawMount, ProfileError> {
         content: string("content")?,
         size: t.get("size").map(|e| values::size(&e)).transpose()?,
         mode: t.get("mode").map(|e| values::mode(&e)).transpose()?,
+        create: t.get("create").map(|e| e.boolean()).transpose()?,
         kind,
     })
 }
@@ -202,6 +214,7 @@ impl RawMount {
                     ro,
                     dev,
                     optional,
+                    create: self.create.as_ref().is_some_and(|c| c.v),
                 }
             }
             Kind::Tmpfs => MountOp::Tmpfs {

@@ -58,6 +58,13 @@ pub enum MountOp {
         ro: bool,
         dev: bool,
         optional: bool,
+        /// `create = true`: `src` is the tenant's own directory, created at
+        /// `up` when missing (owned by the tenant, mode 0700; missing
+        /// parents root-owned 0711) and refused when it exists as anything
+        /// else (a symlink, a file, someone else's). Left out of the JSON
+        /// when false, so plans without it keep their digest.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        create: bool,
     },
     Tmpfs {
         dst: PathBuf,

@@ -40,7 +40,8 @@ fn default_profile_loads_for_nobody() {
         dst: home,
         ro: false,
         dev: false,
-        optional: false
+        optional: false,
+        create: false
     }));
     assert_eq!(
         plan.mounts[0],
@@ -49,7 +50,8 @@ fn default_profile_loads_for_nobody() {
             dst: "/usr".into(),
             ro: true,
             dev: false,
-            optional: false
+            optional: false,
+            create: false
         }
     );
     assert!(plan.mounts.contains(&MountOp::Proc {
