@@ -744,3 +744,58 @@ pub(crate) fn prepare_tenant_dir(dir: &Path, uid: u32, gid: u32) -> Result<Owned
     }
     Ok(fd)
 }
+
+/// A `bind-try` (`ro-`, `dev-`) of a plan whose source is not in the
+/// sandbox: `up` skips a missing source without a word, so `corral check`
+/// and `corral ls` say it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedBind {
+    /// Index in `plan.mounts`.
+    pub index: usize,
+    pub src: PathBuf,
+    pub dst: PathBuf,
+    /// The source exists now, but the running sandbox (built while it was
+    /// missing) does not show it: `corral restart` would bind it.
+    pub appeared: bool,
+}
+
+/// The `*-try` binds of `plan` whose source is missing on the host (opened
+/// as `up` opens it), and, given the root of a running sandbox built from
+/// `plan` (`/proc/<init pid>/root`), those whose source exists now but is
+/// not what the sandbox shows at the destination.
+pub fn skipped_binds(plan: &Plan, sandbox_root: Option<&Path>) -> Vec<SkippedBind> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    for (index, op) in plan.mounts.iter().enumerate() {
+        let MountOp::Bind {
+            src,
+            dst,
+            optional: true,
+            ..
+        } = op
+        else {
+            continue;
+        };
+        let skipped = |appeared| SkippedBind {
+            index,
+            src: src.clone(),
+            dst: dst.clone(),
+            appeared,
+        };
+        match source::open(src, false) {
+            Err(e) if e.is_missing() => out.push(skipped(false)),
+            Ok(Source::Object(_, st)) => {
+                let Some(root) = sandbox_root else { continue };
+                let inside = root.join(fsutil::relative(dst));
+                let same = std::fs::symlink_metadata(&inside)
+                    .is_ok_and(|m| m.dev() == st.st_dev && m.ino() == st.st_ino);
+                if !same {
+                    out.push(skipped(true));
+                }
+            }
+            // A mirrored symlink, or a source `up` refuses (it says why).
+            _ => {}
+        }
+    }
+    out
+}
