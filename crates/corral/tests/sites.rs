@@ -620,6 +620,26 @@ fn php_sessions_work_with_the_default_profile_each_tenant_its_own() {
         assert_eq!(f.uid(), uid_of(t));
         ids.push(id.to_string());
     }
+    // php-cgi (what the gateway runs) saves there too.
+    let cgi = env.sh(
+        T1,
+        &format!(
+            "cat > /tmp/s.php <<'EOF'\n<?php {script}\nEOF\nphp-cgi /tmp/s.php && rm /tmp/s.php"
+        ),
+    );
+    // (The body after the CGI headers: Set-Cookie, the session's.)
+    let body = cgi.rsplit("\r\n\r\n").next().unwrap();
+    let (path, cgi_id) = body
+        .trim()
+        .split_once(' ')
+        .unwrap_or_else(|| panic!("{cgi:?}"));
+    assert!(
+        cgi.contains(&format!("Set-Cookie: PHPSESSID={cgi_id}")),
+        "{cgi}"
+    );
+    assert_eq!(path, "/var/lib/php/sessions", "{cgi}");
+    let saved = env.sessions_dir().join(T1).join(format!("sess_{cgi_id}"));
+    assert!(saved.exists(), "{cgi}");
     // Neither sees the other's session.
     let listed = env.sh(T1, "ls -a /var/lib/php/sessions");
     assert!(
