@@ -12,6 +12,9 @@ PACKAGES=(
   nftables
   # web stack and load generators for the gateway tests and benchmarks
   nginx-light fcgiwrap nghttp2-client siege php-cgi php-fpm
+  # crates/corral/tests/sites.rs: WordPress from Debian's package (and the
+  # theme it shows posts with) on a real MariaDB, PHP with GD and MySQL
+  wordpress wordpress-theme-twentytwentythree mariadb-server php-mysql php-gd
   # peer sandboxes measured by the benchmarks
   bubblewrap
   # login paths caged by corral-shell and pam_corral.so, tested for real
@@ -44,7 +47,7 @@ if ((${#missing[@]})); then
 fi
 
 # Distribution services must not keep running: tests and benchmarks start their own.
-for svc in nginx php8.2-fpm php-fpm ssh cron exim4 prometheus; do
+for svc in nginx php8.2-fpm php-fpm ssh cron exim4 prometheus mariadb apache2; do
   if [ -x "/etc/init.d/$svc" ]; then "/etc/init.d/$svc" stop >/dev/null 2>&1 || true; fi
 done
 

@@ -271,6 +271,7 @@ fn build(
         .iter()
         .map(|m| m.lower(&tenant))
         .collect::<Result<_, _>>()?;
+    let mount_origins = layer.mounts.iter().map(|m| m.origin()).collect();
     Ok(Plan {
         hostname: hostname.v,
         workdir,
@@ -283,6 +284,7 @@ fn build(
         sources,
         tenant,
         services,
+        mount_origins,
     })
 }
 

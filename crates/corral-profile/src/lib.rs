@@ -139,7 +139,7 @@ pub fn tmp_dir_of(config_dir: &Path, tenant: &str) -> Option<std::path::PathBuf>
 /// Check a template (or tenant override) file on its own: it is expanded for
 /// a stand-in tenant `example` (uid and gid 1000, home `/home/example`).
 /// Plan names other than `default` are checked for form only.
-pub fn check_file(path: &Path) -> Result<(), ProfileError> {
+pub fn check_file(path: &Path) -> Result<Plan, ProfileError> {
     let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
         path: path.to_path_buf(),
         source,
@@ -148,8 +148,8 @@ pub fn check_file(path: &Path) -> Result<(), ProfileError> {
 }
 
 /// Like [`check_file`], for text read elsewhere; `origin` names it in errors.
-/// Never panics, whatever the text.
-pub fn check_str(text: &str, origin: &Path) -> Result<(), ProfileError> {
+/// Never panics, whatever the text. Returns the stand-in tenant's plan.
+pub fn check_str(text: &str, origin: &Path) -> Result<Plan, ProfileError> {
     let template = Input { text, path: origin };
     build::assemble(
         template,
@@ -157,7 +157,6 @@ pub fn check_str(text: &str, origin: &Path) -> Result<(), ProfileError> {
         tenant::example(),
         LimitsPlanFile::TemplateOnly,
     )
-    .map(|_| ())
 }
 
 fn read_optional(path: &Path) -> Result<Option<String>, ProfileError> {

@@ -5,7 +5,7 @@ use crate::doc::{Table, L};
 use crate::error::{invalid, Location, ProfileError};
 use crate::expand::expand;
 use crate::layer::choice;
-use crate::plan::{MountOp, Tenant};
+use crate::plan::{MountOp, MountOrigin, Tenant};
 use crate::values::{self, abs_path, abs_path_not_root};
 use std::path::PathBuf;
 
@@ -94,6 +94,13 @@ impl Kind {
     /// Keys this type accepts, and those it requires (besides `type`).
     fn keys(self) -> (&'static [&'static str], &'static [&'static str]) {
         match self {
+            // `create` only where it means something: a read-write bind
+            // that is not optional (it is made when missing).
+            Kind::Bind {
+                ro: false,
+                dev: false,
+                optional: false,
+            } => (&["type", "src", "dst", "create"], &["src"]),
             Kind::Bind { .. } => (&["type", "src", "dst"], &["src"]),
             Kind::Tmpfs => (&["type", "dst", "size", "mode"], &["dst"]),
             Kind::Dir => (&["type", "dst", "mode"], &["dst"]),
@@ -115,9 +122,13 @@ pub(crate) struct RawMount {
     pub mode: Option<L<u32>>,
     pub target: Option<L<String>>,
     pub content: Option<L<String>>,
+    /// `bind` only: the source is the tenant's own directory, made at `up`.
+    pub create: Option<L<bool>>,
 }
 
-const ALL_KEYS: &[&str] = &["type", "src", "dst", "size", "mode", "target", "content"];
+const ALL_KEYS: &[&str] = &[
+    "type", "src", "dst", "size", "mode", "target", "content", "create",
+];
 
 pub(crate) fn parse(t: &Table<'_>) -> Result<RawMount, ProfileError> {
     t.check_keys(ALL_KEYS)?;
@@ -163,6 +174,7 @@ pub(crate) fn parse(t: &Table<'_>) -> Result<RawMount, ProfileError> {
         content: string("content")?,
         size: t.get("size").map(|e| values::size(&e)).transpose()?,
         mode: t.get("mode").map(|e| values::mode(&e)).transpose()?,
+        create: t.get("create").map(|e| e.boolean()).transpose()?,
         kind,
     })
 }
@@ -202,6 +214,7 @@ impl RawMount {
                     ro,
                     dev,
                     optional,
+                    create: self.create.as_ref().is_some_and(|c| c.v),
                 }
             }
             Kind::Tmpfs => MountOp::Tmpfs {
@@ -248,6 +261,26 @@ impl RawMount {
         })
     }
 
+    /// Where this entry was written, for messages about it.
+    pub fn origin(&self) -> MountOrigin {
+        let text = |l: &Option<L<String>>| l.as_ref().map(|l| l.v.clone());
+        let written = (self.kind.v, text(&self.src), text(&self.dst));
+        MountOrigin {
+            at: self.kind.at.clone(),
+            key: self
+                .kind
+                .key
+                .strip_suffix(".type")
+                .unwrap_or(&self.kind.key)
+                .to_string(),
+            per_tenant: self
+                .src
+                .as_ref()
+                .is_some_and(|s| s.v.replace("$$", "").contains('$')),
+            builtin: builtin_mounts().contains(&written),
+        }
+    }
+
     /// Only reachable if `parse` let a required key through.
     fn missing(&self, key: &str) -> ProfileError {
         let at: &Location = &self.kind.at;
@@ -263,4 +296,28 @@ impl RawMount {
             "nothing",
         )
     }
+}
+
+/// The `[[mount]]` entries of the built-in default template as written:
+/// (type, src, dst).
+type Written = (Kind, Option<String>, Option<String>);
+
+fn builtin_mounts() -> &'static [Written] {
+    static MOUNTS: std::sync::OnceLock<Vec<Written>> = std::sync::OnceLock::new();
+    MOUNTS.get_or_init(|| {
+        let text = crate::DEFAULT_PROFILE;
+        let lines = crate::error::line_starts(text);
+        let layer = crate::layer::parse(crate::error::Source {
+            path: std::path::Path::new(crate::BUILTIN_PROFILE),
+            text,
+            lines: &lines,
+        })
+        .expect("the built-in default profile parses");
+        let text = |l: &Option<L<String>>| l.as_ref().map(|l| l.v.clone());
+        layer
+            .mounts
+            .iter()
+            .map(|m| (m.kind.v, text(&m.src), text(&m.dst)))
+            .collect()
+    })
 }

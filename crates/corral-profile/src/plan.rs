@@ -58,6 +58,13 @@ pub enum MountOp {
         ro: bool,
         dev: bool,
         optional: bool,
+        /// `create = true`: `src` is the tenant's own directory, created at
+        /// `up` when missing (owned by the tenant, mode 0700; missing
+        /// parents root-owned 0711) and refused when it exists as anything
+        /// else (a symlink, a file, someone else's). Left out of the JSON
+        /// when false, so plans without it keep their digest.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        create: bool,
     },
     Tmpfs {
         dst: PathBuf,
@@ -199,6 +206,26 @@ pub struct Plan {
     /// Services the tenant's init supervises (`[services.NAME]`).
     #[serde(default)]
     pub services: Vec<ServicePlan>,
+    /// Where each of `mounts` was written, in the same order. Not part of
+    /// the plan proper (not serialised, so not in the digest): only for
+    /// messages, e.g. the warning about a `*-try` source that is missing.
+    #[serde(skip)]
+    pub mount_origins: Vec<MountOrigin>,
+}
+
+/// Where a `[[mount]]` entry of a plan was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountOrigin {
+    /// The file, line and column of its `type`.
+    pub at: crate::Location,
+    /// `mount[N]`, counted within that file.
+    pub key: String,
+    /// Its `src` names a tenant variable (`$HOME`, `$USER`...).
+    pub per_tenant: bool,
+    /// The built-in default template has the same entry (type, src, dst as
+    /// written): one of its portable `ro-bind-try` list of distribution
+    /// files (/lib32, /etc/pki...), expected to be missing on some systems.
+    pub builtin: bool,
 }
 
 /// When a supervised service runs.

@@ -167,6 +167,7 @@ fn mount(op: &MountOp) -> Vec<String> {
         fields.push(format!("dst = {}", expanded_path(dst)));
     }
     match op {
+        MountOp::Bind { create: true, .. } => fields.push("create = true".to_string()),
         MountOp::Tmpfs {
             size: Some(size), ..
         } => fields.push(format!("size = {size}")),

@@ -376,7 +376,7 @@ fn cap_tmp(plan: &Plan) -> Result<(), SandboxError> {
         return Ok(());
     };
     let t = &plan.tenant;
-    let fd = crate::rootfs::prepare_tmp_dir(host_dir, t.uid, t.gid).map_err(|e| {
+    let fd = crate::rootfs::prepare_tenant_dir(host_dir, t.uid, t.gid).map_err(|e| {
         SandboxError::TmpDir {
             tenant: t.name.clone(),
             source: Box::new(e),

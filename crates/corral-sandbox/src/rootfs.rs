@@ -43,7 +43,7 @@ pub enum Cause {
     #[error("raced")]
     Raced,
     #[error("exists and is not a directory (refusing symlinks)")]
-    NotTmpDir,
+    NotOwnDir,
     #[error("is owned by uid {owner}, not the tenant ({uid})")]
     Owner { owner: u32, uid: u32 },
     #[error(transparent)]
@@ -112,7 +112,11 @@ pub fn build(
     .map_err(|e| err("open new root", newroot, e))?;
     // SAFETY: `open` just returned this fd and nothing else owns it.
     let root: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(root) };
-    let fs = Rootfs { root, dns_relay };
+    let fs = Rootfs {
+        root,
+        dns_relay,
+        owner: (plan.tenant.uid, plan.tenant.gid),
+    };
     for op in &plan.mounts {
         fs.apply(op)?;
     }
@@ -159,6 +163,8 @@ struct Rootfs {
     /// The DNS relay's address, which a copied /etc/resolv.conf names
     /// instead of the host's loopback resolvers (crate::net).
     dns_relay: Option<std::net::Ipv4Addr>,
+    /// The tenant's uid and gid: owner of the directories `create` makes.
+    owner: (u32, u32),
 }
 
 impl Rootfs {
@@ -192,7 +198,22 @@ impl Rootfs {
                 dst,
                 ro,
                 dev,
+                create: true,
+                ..
+            } => {
+                let (uid, gid) = self.owner;
+                let fd = prepare_tenant_dir(src, uid, gid)?;
+                let st =
+                    nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|e| err("bind: stat", src, e))?;
+                self.bind_object(src, &fd, &st, dst, *ro, *dev)
+            }
+            MountOp::Bind {
+                src,
+                dst,
+                ro,
+                dev,
                 optional,
+                create: false,
             } => self.bind(src, dst, *ro, *dev, *optional),
             MountOp::Tmpfs { dst, size, mode } => self.tmpfs(dst, *size, *mode),
             MountOp::Dir { dst, mode } => self.ensure(dst, Kind::Dir(*mode)).map(drop),
@@ -635,7 +656,7 @@ impl Rootfs {
         match &plan.tmp {
             TmpPlan::Tmpfs { size } => self.tmpfs(Path::new("/tmp"), *size, 0o1777),
             TmpPlan::Disk { host_dir, .. } => {
-                let fd = prepare_tmp_dir(host_dir, plan.tenant.uid, plan.tenant.gid)?;
+                let fd = prepare_tenant_dir(host_dir, plan.tenant.uid, plan.tenant.gid)?;
                 let st = nix::sys::stat::fstat(fd.as_raw_fd())
                     .map_err(|e| err("tmp dir: stat", host_dir, e))?;
                 self.bind_object(host_dir, &fd, &st, Path::new("/tmp"), false, false)
@@ -661,19 +682,23 @@ fn lexical(p: &Path) -> PathBuf {
 
 static STAGED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
-/// The tenant's disk-backed /tmp: a real directory (never a symlink) owned by
-/// the tenant, mode 0700. Missing parents are created root-owned 0711. Every
-/// step goes through fds (mkdirat in the parent, fchown and fchmod on the
+/// A directory of the tenant's own on the host: its disk-backed /tmp, or
+/// the source of a `bind` with `create = true` (PHP's session directory).
+/// A real directory (never a symlink) owned by the tenant, created mode 0700
+/// when missing; missing parents are created root-owned 0711. Every step
+/// goes through fds (mkdirat in the parent, fchown and fchmod on the
 /// directory itself), and the parent is opened with the symlink rules of
-/// [`source`]: a tenant that can write the parent (a /tmp inside its home)
-/// cannot swap the directory for a link and have root chown a host file.
-pub(crate) fn prepare_tmp_dir(dir: &Path, uid: u32, gid: u32) -> Result<OwnedFd, RootfsError> {
+/// [`source`]: a tenant that can write the parent (a directory inside its
+/// home) cannot swap the directory for a link and have root chown a host
+/// file. An existing directory owned by anyone else is refused.
+pub(crate) fn prepare_tenant_dir(dir: &Path, uid: u32, gid: u32) -> Result<OwnedFd, RootfsError> {
     use nix::fcntl::OFlag;
     let parent = dir.parent().unwrap_or(Path::new("/"));
     let name = dir
         .file_name()
-        .ok_or_else(|| err("tmp dir", dir, Cause::NotTmpDir))?;
-    let pfd = source::ensure_dir(parent, 0o711).map_err(|e| err("tmp dir: parent", parent, e))?;
+        .ok_or_else(|| err("tenant's directory", dir, Cause::NotOwnDir))?;
+    let pfd = source::ensure_dir(parent, 0o711)
+        .map_err(|e| err("tenant's directory: parent", parent, e))?;
     let created = match nix::sys::stat::mkdirat(
         Some(pfd.as_raw_fd()),
         name,
@@ -681,7 +706,7 @@ pub(crate) fn prepare_tmp_dir(dir: &Path, uid: u32, gid: u32) -> Result<OwnedFd,
     ) {
         Ok(()) => true,
         Err(Errno::EEXIST) => false,
-        Err(e) => return Err(err("create tmp dir", dir, e)),
+        Err(e) => return Err(err("create tenant's directory", dir, e)),
     };
     let fl = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let fd = nix::fcntl::openat(
@@ -691,8 +716,8 @@ pub(crate) fn prepare_tmp_dir(dir: &Path, uid: u32, gid: u32) -> Result<OwnedFd,
         nix::sys::stat::Mode::empty(),
     )
     .map_err(|e| match e {
-        Errno::ELOOP | Errno::ENOTDIR => err("tmp dir", dir, Cause::NotTmpDir),
-        e => err("open tmp dir", dir, e),
+        Errno::ELOOP | Errno::ENOTDIR => err("tenant's directory", dir, Cause::NotOwnDir),
+        e => err("open tenant's directory", dir, e),
     })?;
     // SAFETY: openat just returned this fd; nothing else owns it.
     let fd: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) };
@@ -708,7 +733,7 @@ pub(crate) fn prepare_tmp_dir(dir: &Path, uid: u32, gid: u32) -> Result<OwnedFd,
         let st = nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|e| err("stat", dir, e))?;
         if st.st_uid != uid {
             return Err(err(
-                "tmp dir",
+                "tenant's directory",
                 dir,
                 Cause::Owner {
                     owner: st.st_uid,
@@ -718,4 +743,59 @@ pub(crate) fn prepare_tmp_dir(dir: &Path, uid: u32, gid: u32) -> Result<OwnedFd,
         }
     }
     Ok(fd)
+}
+
+/// A `bind-try` (`ro-`, `dev-`) of a plan whose source is not in the
+/// sandbox: `up` skips a missing source without a word, so `corral check`
+/// and `corral ls` say it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedBind {
+    /// Index in `plan.mounts`.
+    pub index: usize,
+    pub src: PathBuf,
+    pub dst: PathBuf,
+    /// The source exists now, but the running sandbox (built while it was
+    /// missing) does not show it: `corral restart` would bind it.
+    pub appeared: bool,
+}
+
+/// The `*-try` binds of `plan` whose source is missing on the host (opened
+/// as `up` opens it), and, given the root of a running sandbox built from
+/// `plan` (`/proc/<init pid>/root`), those whose source exists now but is
+/// not what the sandbox shows at the destination.
+pub fn skipped_binds(plan: &Plan, sandbox_root: Option<&Path>) -> Vec<SkippedBind> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    for (index, op) in plan.mounts.iter().enumerate() {
+        let MountOp::Bind {
+            src,
+            dst,
+            optional: true,
+            ..
+        } = op
+        else {
+            continue;
+        };
+        let skipped = |appeared| SkippedBind {
+            index,
+            src: src.clone(),
+            dst: dst.clone(),
+            appeared,
+        };
+        match source::open(src, false) {
+            Err(e) if e.is_missing() => out.push(skipped(false)),
+            Ok(Source::Object(_, st)) => {
+                let Some(root) = sandbox_root else { continue };
+                let inside = root.join(fsutil::relative(dst));
+                let same = std::fs::symlink_metadata(&inside)
+                    .is_ok_and(|m| m.dev() == st.st_dev && m.ino() == st.st_ino);
+                if !same {
+                    out.push(skipped(true));
+                }
+            }
+            // A mirrored symlink, or a source `up` refuses (it says why).
+            _ => {}
+        }
+    }
+    out
 }

@@ -197,9 +197,12 @@ pub enum Command {
     Down(DownArgs),
     /// Take a sandbox down and build it again (e.g. after changing the profile).
     Restart(TenantsArg),
-    /// List sandboxes with their init pid, age and whether the profile changed since.
+    /// List sandboxes with their init pid, age and whether the profile changed since; warns
+    /// (stderr; `--json`: skipped_binds) about -try binds a sandbox lacks: the source is missing,
+    /// or appeared after it was built (`corral restart` binds it).
     Ls,
-    /// Validate a profile template (default: the configured one) or a tenant's effective profile.
+    /// Validate a profile template (default: the configured one) or a tenant's effective profile;
+    /// warns (stderr, FILE:LINE:COL) about -try binds whose source is missing, which `up` skips.
     Check(CheckArgs),
     /// Print profiles.
     #[command(subcommand)]

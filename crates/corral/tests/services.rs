@@ -8,136 +8,11 @@
 mod common;
 
 use common::*;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 const T4: &str = "corral-t4";
-
-/// A root-owned directory for this test's sockets and logs (services
-/// refuse directories others can write), removed afterwards.
-struct RunDir(PathBuf);
-
-impl RunDir {
-    fn new(tag: &str) -> RunDir {
-        let p = PathBuf::from(format!("/run/corral-svc-test-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        RunDir(p)
-    }
-}
-
-impl Drop for RunDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A directory this test fills (in the tenant's home, or a default log
-/// directory), removed afterwards.
-struct HomeDir(PathBuf);
-
-impl Drop for HomeDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-        // /var/log/corral, if this test made it (it is empty then).
-        if self.0.starts_with("/var/log/corral") {
-            let _ = std::fs::remove_dir("/var/log/corral");
-        }
-    }
-}
-
-/// nginx in front of the tenant's FPM socket; stopped by pid on drop.
-struct Nginx {
-    child: Child,
-    port: u16,
-    _tmp: tempfile::TempDir,
-}
-
-impl Nginx {
-    fn start(socket: &Path) -> Nginx {
-        let tmp = tempfile::tempdir().unwrap();
-        let t = tmp.path().display();
-        for _attempt in 0..5 {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            // Workers as www-data: the group the socket is made for.
-            let conf = format!(
-                "worker_processes 1;\nuser www-data www-data;\npid {t}/nginx.pid;\nerror_log {t}/error.log warn;\n\
-                 events {{ worker_connections 256; }}\n\
-                 http {{\n access_log off;\n client_body_temp_path {t}/body;\n fastcgi_temp_path {t}/fastcgi;\n\
-                 server {{\n listen 127.0.0.1:{port};\n\
-                 location ~ \\.php$ {{ include /etc/nginx/fastcgi_params; fastcgi_param SCRIPT_FILENAME /srv$fastcgi_script_name; fastcgi_pass unix:{sock}; }}\n }}\n}}\n",
-                sock = socket.display()
-            );
-            std::fs::write(tmp.path().join("nginx.conf"), conf).unwrap();
-            let mut child = Command::new("nginx")
-                .arg("-p")
-                .arg(tmp.path())
-                .arg("-e")
-                .arg(tmp.path().join("error.log"))
-                .arg("-c")
-                .arg(tmp.path().join("nginx.conf"))
-                .args(["-g", "daemon off;"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("start nginx (Debian: nginx-light)");
-            let up = wait_until(Duration::from_secs(10), || {
-                std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-                    || child.try_wait().unwrap().is_some()
-            });
-            if up && child.try_wait().unwrap().is_none() {
-                return Nginx {
-                    child,
-                    port,
-                    _tmp: tmp,
-                };
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!("nginx did not start");
-    }
-
-    /// GET `path`: (status, body).
-    fn get(&self, path: &str) -> (u16, String) {
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
-        let mut raw = String::new();
-        s.read_to_string(&mut raw).unwrap();
-        let status = raw
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let body = raw
-            .split_once("\r\n\r\n")
-            .map_or("", |(_, b)| b)
-            .to_string();
-        (status, body)
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        // SIGQUIT: the master takes its workers down with it (SIGKILL
-        // would orphan them); SIGKILL only if it is still there after 5 s.
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGQUIT);
-        if !wait_until(Duration::from_secs(5), || {
-            self.child.try_wait().ok().flatten().is_some()
-        }) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
 
 fn status(env: &Env, tenant: &str, name: &str) -> serde_json::Value {
     let out = env.ok(&["--json", "service", "status", tenant, name]);
@@ -510,21 +385,7 @@ fn boot_brings_up_exactly_the_tenants_with_services() {
 fn the_shipped_php_fpm_example_serves_php() {
     let env = Env::new();
     let run = RunDir::new("example");
-    let example = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/services-php-fpm.toml"),
-    )
-    .unwrap();
-    let commented_log = "# log = \"/var/log/corral/$USER/php.log\"";
-    assert!(
-        example.contains(commented_log),
-        "the example's log line moved"
-    );
-    let text = example
-        .replace("/run/corral-fpm/", &format!("{}/fpm/", run.0.display()))
-        .replace(
-            commented_log,
-            &format!("log = \"{}/log/$USER/php.log\"", run.0.display()),
-        );
+    let text = shipped_php_fpm(&run.0);
     env.default_profile_with(&format!(
         "{text}\n[[mount]]\ntype = \"ro-bind\"\nsrc = \"$HOME/svc-example-{pid}\"\ndst = \"/srv\"\n",
         pid = std::process::id()

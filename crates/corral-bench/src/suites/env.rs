@@ -35,17 +35,18 @@ impl Tenant {
     }
 }
 
-/// How bench sandboxes differ from the built-in default profile: `/tmp` lives
-/// in the bench state directory, the CGI meta-variables pass the environment
+/// How bench sandboxes differ from the built-in default profile: `/tmp` and
+/// the PHP session directories live in the bench state directory, the CGI meta-variables pass the environment
 /// filter (so `corral run` works as a CGI wrapper), and the plan's limits are
 /// raised so they never bind (the CPU quota to every CPU, processes and
 /// entry processes high): the suites measure the isolation, not the plan.
 /// Namespaces, rootfs, seccomp and cgroup accounting are the default ones.
 pub fn bench_profile(default_profile: &str, tmp_dir: &Path, cpus: usize) -> Result<String> {
     let tmp_line = "dir = \"/var/lib/corral/tmp/$USER\"";
+    let sessions_line = "src = \"/var/lib/corral/php-sessions/$USER\"";
     let keep_line = "keep = [\"LANG\", \"LC_ALL\", \"TZ\", \"TERM\"]";
     let limits_line = "\n[limits]\n";
-    for needle in [tmp_line, keep_line, limits_line] {
+    for needle in [tmp_line, sessions_line, keep_line, limits_line] {
         if !default_profile.contains(needle) {
             return Err(BenchError::suite(
                 "setup",
@@ -60,6 +61,15 @@ pub fn bench_profile(default_profile: &str, tmp_dir: &Path, cpus: usize) -> Resu
         .collect();
     Ok(default_profile
         .replace(tmp_line, &format!("dir = \"{}/$USER\"", tmp_dir.display()))
+        // PHP session directories next to it (the scale suite's thousands
+        // of users leave none on the host).
+        .replace(
+            sessions_line,
+            &format!(
+                "src = \"{}/$USER\"",
+                tmp_dir.with_file_name("php-sessions").display()
+            ),
+        )
         .replace(keep_line, &format!("keep = [{}]", keep.join(", ")))
         .replace(
             limits_line,
@@ -460,12 +470,13 @@ fn walk_dirs(p: &Path) -> Vec<PathBuf> {
 mod tests {
     use super::*;
 
-    const FAKE: &str = "keep = [\"LANG\", \"LC_ALL\", \"TZ\", \"TERM\"]\n[tmp]\ndir = \"/var/lib/corral/tmp/$USER\"\n\n[limits]\n# x\n";
+    const FAKE: &str = "keep = [\"LANG\", \"LC_ALL\", \"TZ\", \"TERM\"]\n[tmp]\ndir = \"/var/lib/corral/tmp/$USER\"\n\n[limits]\n# x\n[[mount]]\ntype = \"bind\"\nsrc = \"/var/lib/corral/php-sessions/$USER\"\n";
 
     #[test]
     fn bench_profile_relocates_tmp_and_raises_limits() {
         let p = bench_profile(FAKE, Path::new("/run/x/tmp"), 2).unwrap();
         assert!(p.contains("dir = \"/run/x/tmp/$USER\""), "{p}");
+        assert!(p.contains("src = \"/run/x/php-sessions/$USER\""), "{p}");
         assert!(p.contains("\"SCRIPT_FILENAME\""), "{p}");
         assert!(p.contains("cpu = \"200%\""), "{p}");
         assert!(bench_profile("nothing", Path::new("/x"), 2).is_err());

@@ -27,10 +27,16 @@ fn unknown_key_in_table() {
 
 #[test]
 fn unknown_key_in_mount() {
+    // `create` is only for a plain bind.
+    assert_eq!(
+        check_err("[[mount]]\ntype = \"ro-bind\"\nsrc = \"/x\"\ncreate = true\n"),
+        "/etc/corral/profile.toml:4:1: mount[0].create: expected only the keys type, src, dst for \
+         a ro-bind mount; found key \"create\""
+    );
     assert_eq!(
         check_err("[[mount]]\ntype = \"bind\"\nsorce = \"/usr\"\n"),
         "/etc/corral/profile.toml:3:1: mount[0]: expected one of the keys type, src, dst, size, mode, \
-         target, content; found unknown key \"sorce\""
+         target, content, create; found unknown key \"sorce\""
     );
 }
 

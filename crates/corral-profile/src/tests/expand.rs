@@ -97,7 +97,8 @@ content = "Welcome $USER ($UID:$GID), $$PATH is yours\n"
                 dst: "/home/example/srv".into(),
                 ro: false,
                 dev: false,
-                optional: false
+                optional: false,
+                create: false
             },
             MountOp::Symlink {
                 target: "/home/example/www".into(),
@@ -127,7 +128,8 @@ fn paths_are_normalised() {
                 dst: "/usr/lib".into(),
                 ro: true,
                 dev: false,
-                optional: true
+                optional: true,
+                create: false
             },
             MountOp::Tmpfs {
                 dst: "/run".into(),

@@ -40,7 +40,8 @@ fn default_profile_loads_for_nobody() {
         dst: home,
         ro: false,
         dev: false,
-        optional: false
+        optional: false,
+        create: false
     }));
     assert_eq!(
         plan.mounts[0],
@@ -49,14 +50,35 @@ fn default_profile_loads_for_nobody() {
             dst: "/usr".into(),
             ro: true,
             dev: false,
-            optional: false
+            optional: false,
+            create: false
         }
     );
     assert!(plan.mounts.contains(&MountOp::Proc {
         dst: "/proc".into()
     }));
     // Nothing of the host that the default promises to keep out.
+    // Its own PHP session directory is the one place under /var/lib.
+    let own: Vec<&MountOp> = plan
+        .mounts
+        .iter()
+        .filter(|m| matches!(m, MountOp::Bind { create: true, .. }))
+        .collect();
+    assert_eq!(
+        own,
+        [&MountOp::Bind {
+            src: "/var/lib/corral/php-sessions/nobody".into(),
+            dst: "/var/lib/php/sessions".into(),
+            ro: false,
+            dev: false,
+            optional: false,
+            create: true,
+        }]
+    );
     for op in &plan.mounts {
+        if let MountOp::Bind { create: true, .. } = op {
+            continue;
+        }
         if let MountOp::Bind { src, .. } | MountOp::Copy { src, .. } = op {
             for private in [
                 "/root",

@@ -81,7 +81,8 @@ fn override_sets_merges_and_appends() {
                 dst: "/usr".into(),
                 ro: true,
                 dev: false,
-                optional: false
+                optional: false,
+                create: false
             },
             MountOp::Proc {
                 dst: "/proc".into()

@@ -18,7 +18,7 @@ pub(crate) const PROFILE: &str = "/etc/corral/profile.toml";
 /// The error `check_str` gives for `text`, as displayed.
 pub(crate) fn check_err(text: &str) -> String {
     match check_str(text, Path::new(PROFILE)) {
-        Ok(()) => panic!("expected an error for:\n{text}"),
+        Ok(_) => panic!("expected an error for:\n{text}"),
         Err(e) => e.to_string(),
     }
 }

@@ -183,3 +183,39 @@ fn check_str_never_panics() {
         }
     }
 }
+
+#[test]
+fn mount_origins_say_where_each_mount_was_written() {
+    let text = format!(
+        "{DEFAULT_PROFILE}\n[[mount]]\ntype = \"bind-try\"\nsrc = \"/run/mysqld\"\n\
+         [[mount]]\ntype = \"ro-bind-try\"\nsrc = \"$HOME/.app\"\ndst = \"/srv/app\"\n\
+         [[mount]]\ntype = \"ro-bind-try\"\nsrc = \"/lib32\"\ndst = \"/srv/lib32\"\n"
+    );
+    let plan = example_plan(&text, None).unwrap();
+    assert_eq!(plan.mount_origins.len(), plan.mounts.len());
+    let n = plan.mounts.len();
+    // The template's own entries, written as in the built-in default.
+    assert!(plan.mount_origins[..n - 3].iter().all(|o| o.builtin));
+    let [db, app, lib] = &plan.mount_origins[n - 3..] else {
+        unreachable!()
+    };
+    // Its `type` line: after the template, a blank line and `[[mount]]`.
+    let lines = DEFAULT_PROFILE.lines().count();
+    assert_eq!(
+        (db.at.line, db.key.as_str(), db.per_tenant, db.builtin),
+        (
+            lines + 3,
+            format!("mount[{}]", n - 3).as_str(),
+            false,
+            false
+        )
+    );
+    assert_eq!(db.at.file, Path::new(PROFILE));
+    assert!(app.per_tenant && !app.builtin);
+    // The same source at another destination is not the template's entry.
+    assert!(!lib.per_tenant && !lib.builtin);
+    // Not part of the plan proper: the digest ignores them.
+    let mut moved = plan.clone();
+    moved.mount_origins.clear();
+    assert_eq!(moved.digest(), plan.digest());
+}

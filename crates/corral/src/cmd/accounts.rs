@@ -1,7 +1,8 @@
 //! `corral tenant remove` and `corral gc`: the account lifecycle hosting
 //! panels drive (their account-delete hooks call `corral tenant remove`;
 //! config/hooks/ has examples). corral keeps, per tenant: its sandbox state
-//! and cgroup (removed by `down`), its disk /tmp, its override file, its
+//! and cgroup (removed by `down`), its disk /tmp, the directories a
+//! `bind` with `create = true` made for it (PHP sessions), its override file, its
 //! suspension record and its services' log directory. Remove deletes
 //! exactly those of one tenant and nothing else; gc finds those of accounts
 //! that no longer exist.
@@ -24,6 +25,22 @@ fn leftovers(ctx: &Ctx, tenant: &str) -> Vec<(&'static str, PathBuf)> {
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
     let plan = running.or_else(|| corral_profile::load(&ctx.config_dir, tenant).ok());
+    // The directories `create = true` made for it (its PHP sessions): only
+    // those still owned by it, so a profile that names a shared directory
+    // never has it removed.
+    let own_dirs: Vec<PathBuf> = plan
+        .iter()
+        .flat_map(|p| p.mounts.iter().map(move |m| (p.tenant.uid, m)))
+        .filter_map(|(uid, m)| match m {
+            corral_profile::plan::MountOp::Bind {
+                src, create: true, ..
+            } => {
+                let owner = std::os::unix::fs::MetadataExt::uid(&src.symlink_metadata().ok()?);
+                (owner == uid).then(|| src.clone())
+            }
+            _ => None,
+        })
+        .collect();
     let tmp = match plan.map(|p| p.tmp) {
         Some(TmpPlan::Disk { host_dir, .. }) => Some(host_dir),
         Some(TmpPlan::Tmpfs { .. }) => None,
@@ -33,6 +50,7 @@ fn leftovers(ctx: &Ctx, tenant: &str) -> Vec<(&'static str, PathBuf)> {
     if let Some(t) = tmp {
         v.push(("/tmp directory", t));
     }
+    v.extend(own_dirs.into_iter().map(|d| ("own directory", d)));
     v.push((
         "override",
         ctx.config_dir

@@ -13,8 +13,15 @@ pub fn check(ctx: &Ctx, a: CheckArgs) -> anyhow::Result<i32> {
         anyhow::bail!("{}: no such file", file.display());
     }
     if file.exists() {
-        corral_profile::check_file(&file)?;
+        let plan = corral_profile::check_file(&file)?;
         outln!("{}: ok", file.display());
+        // Sources that depend on the tenant are only known for a real one
+        // (`--tenant`): the stand-in `example` has no home.
+        for w in skipped_binds(&plan, None) {
+            if !w.per_tenant {
+                eprintln!("warning: {}", w.message);
+            }
+        }
         let net = std::fs::read_to_string(&file)
             .ok()
             .and_then(|t| toml::from_str::<toml::Value>(&t).ok())
@@ -37,11 +44,75 @@ pub fn check(ctx: &Ctx, a: CheckArgs) -> anyhow::Result<i32> {
         let plan = corral_profile::load(&ctx.config_dir, &t)?;
         corral_limits::Limits::from_source(&plan.limits)?;
         outln!("tenant {t}: ok (digest {})", &plan.digest()[..12]);
+        for w in skipped_binds(&plan, None) {
+            eprintln!("warning: tenant {t}: {}", w.message);
+        }
         if plan.namespaces.net == corral_profile::plan::NetMode::Host {
             warn_host_net(&format!("tenant {t}"));
         }
     }
     Ok(0)
+}
+
+/// A `*-try` bind that `up` skips (or skipped), said where it was written.
+#[derive(serde::Serialize)]
+pub struct SkippedBind {
+    pub src: std::path::PathBuf,
+    pub dst: std::path::PathBuf,
+    /// `FILE:LINE:COLUMN` of its `type`, when the plan knows it.
+    pub at: Option<String>,
+    /// The source exists now; the running sandbox was built without it.
+    pub appeared: bool,
+    #[serde(skip)]
+    pub per_tenant: bool,
+    #[serde(skip)]
+    pub message: String,
+}
+
+/// The skipped binds of `plan` (see [`corral_sandbox::rootfs::skipped_binds`]),
+/// except the built-in template's own portable list of distribution files
+/// (/lib32, /etc/pki...), which are meant to be missing on some systems.
+pub fn skipped_binds(
+    plan: &corral_profile::Plan,
+    sandbox_root: Option<&std::path::Path>,
+) -> Vec<SkippedBind> {
+    corral_sandbox::rootfs::skipped_binds(plan, sandbox_root)
+        .into_iter()
+        .filter_map(|s| {
+            let origin = plan.mount_origins.get(s.index);
+            if origin.is_some_and(|o| o.builtin) {
+                return None;
+            }
+            let at = origin.map(|o| format!("{}: {}", o.at, o.key));
+            let what = match &at {
+                Some(at) => format!("{at}: "),
+                None => String::new(),
+            };
+            let message = if s.appeared {
+                format!(
+                    "{what}{} exists now, but the running sandbox was built while it was \
+                     missing and shows nothing of it at {}: `corral restart` binds it",
+                    s.src.display(),
+                    s.dst.display()
+                )
+            } else {
+                format!(
+                    "{what}{} does not exist, so this -try bind is skipped and the sandbox has \
+                     nothing at {} (create it, then `corral restart` the tenants)",
+                    s.src.display(),
+                    s.dst.display()
+                )
+            };
+            Some(SkippedBind {
+                src: s.src,
+                dst: s.dst,
+                at,
+                appeared: s.appeared,
+                per_tenant: origin.is_some_and(|o| o.per_tenant),
+                message,
+            })
+        })
+        .collect()
 }
 
 /// `net = "host"` is allowed, never quiet: said on stderr, `corral check`

@@ -123,6 +123,9 @@ struct Row {
     processes: Option<usize>,
     /// The profile changed since the sandbox was built.
     stale: Option<bool>,
+    /// `*-try` binds the sandbox lacks: the source is missing, or appeared
+    /// after the sandbox was built.
+    skipped_binds: Vec<crate::cmd::profile::SkippedBind>,
 }
 
 pub fn ls(ctx: &Ctx) -> anyhow::Result<i32> {
@@ -131,9 +134,21 @@ pub fn ls(ctx: &Ctx) -> anyhow::Result<i32> {
         let st = ctx.layout.tenant(&t).read_state().ok().flatten();
         let row = match st {
             Some(s) if s.init_alive() => {
-                let stale = corral_profile::load(&ctx.config_dir, &t)
-                    .ok()
-                    .map(|p| p.digest() != s.digest);
+                let current = corral_profile::load(&ctx.config_dir, &t).ok();
+                let stale = current.as_ref().map(|p| p.digest() != s.digest);
+                // The plan the sandbox was built from: the current one when
+                // nothing changed (it knows where each mount was written),
+                // else the one the sandbox saved.
+                let built = match current {
+                    Some(p) if stale == Some(false) => Some(p),
+                    _ => std::fs::read(ctx.layout.tenant(&t).plan())
+                        .ok()
+                        .and_then(|b| serde_json::from_slice(&b).ok()),
+                };
+                let root = std::path::PathBuf::from(format!("/proc/{}/root", s.init_pid));
+                let skipped_binds = built
+                    .map(|p| crate::cmd::profile::skipped_binds(&p, Some(&root)))
+                    .unwrap_or_default();
                 let ns_dir = ctx.layout.tenant(&t).ns();
                 let ns_inodes = s
                     .namespaces
@@ -158,6 +173,7 @@ pub fn ls(ctx: &Ctx) -> anyhow::Result<i32> {
                     ns_inodes,
                     processes,
                     stale,
+                    skipped_binds,
                 }
             }
             Some(s) => Row {
@@ -173,6 +189,7 @@ pub fn ls(ctx: &Ctx) -> anyhow::Result<i32> {
                 ns_inodes: Default::default(),
                 processes: None,
                 stale: None,
+                skipped_binds: vec![],
             },
             None => Row {
                 tenant: t,
@@ -183,6 +200,7 @@ pub fn ls(ctx: &Ctx) -> anyhow::Result<i32> {
                 ns_inodes: Default::default(),
                 processes: None,
                 stale: None,
+                skipped_binds: vec![],
             },
         };
         rows.push(row);
@@ -200,7 +218,11 @@ pub fn ls(ctx: &Ctx) -> anyhow::Result<i32> {
         "PROCS",
         "STALE"
     );
+    let mut warnings = Vec::new();
     for r in rows {
+        for w in &r.skipped_binds {
+            warnings.push(format!("warning: {}: {}", r.tenant, w.message));
+        }
         let up = r
             .uptime_s
             .map(|s| format!("{}s", s))
@@ -233,6 +255,9 @@ pub fn ls(ctx: &Ctx) -> anyhow::Result<i32> {
             stale,
             ns.join(" ")
         );
+    }
+    for w in warnings {
+        eprintln!("{w}");
     }
     Ok(0)
 }

@@ -170,14 +170,27 @@ impl Env {
     pub fn default_profile_with(&self, extra: &str) {
         let tmp = self.state.path().join("tmp");
         let default_dir = "dir = \"/var/lib/corral/tmp/$USER\"";
-        assert!(
-            corral_profile::DEFAULT_PROFILE.contains(default_dir),
-            "the default profile's tmp dir moved"
-        );
+        let sessions = "src = \"/var/lib/corral/php-sessions/$USER\"";
+        for moved in [default_dir, sessions] {
+            assert!(
+                corral_profile::DEFAULT_PROFILE.contains(moved),
+                "the default profile's {moved} moved"
+            );
+        }
         // `extra` is appended: use it for tables such as [[mount]].
         let text = format!("{}\n{extra}\n", corral_profile::DEFAULT_PROFILE)
-            .replace(default_dir, &format!("dir = \"{}/$USER\"", tmp.display()));
+            .replace(default_dir, &format!("dir = \"{}/$USER\"", tmp.display()))
+            .replace(
+                sessions,
+                &format!("src = \"{}/$USER\"", self.sessions_dir().display()),
+            );
         self.write_config("profile.toml", &text);
+    }
+
+    /// Where [`Env::default_profile_with`] puts the tenants' PHP session
+    /// directories (`<sessions_dir>/<tenant>`).
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.state.path().join("php-sessions")
     }
 
     pub fn state(&self, tenant: &str) -> serde_json::Value {
@@ -310,5 +323,165 @@ pub fn wait_until(timeout: std::time::Duration, mut f: impl FnMut() -> bool) -> 
             return false;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// A root-owned directory for a test's sockets and logs (services refuse
+/// directories others can write), removed afterwards.
+pub struct RunDir(pub PathBuf);
+
+impl RunDir {
+    pub fn new(tag: &str) -> RunDir {
+        let p = PathBuf::from(format!("/run/corral-svc-test-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        RunDir(p)
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A directory a test fills (in a tenant's home, or a default log
+/// directory), removed afterwards.
+pub struct HomeDir(pub PathBuf);
+
+impl Drop for HomeDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+        // /var/log/corral, if this test made it (it is empty then).
+        if self.0.starts_with("/var/log/corral") {
+            let _ = std::fs::remove_dir("/var/log/corral");
+        }
+    }
+}
+
+/// The shipped example pool (config/services-php-fpm.toml), only its
+/// socket and log moved under `run` (a [`RunDir`]).
+pub fn shipped_php_fpm(run: &Path) -> String {
+    let example = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/services-php-fpm.toml"),
+    )
+    .unwrap();
+    let commented_log = "# log = \"/var/log/corral/$USER/php.log\"";
+    assert!(
+        example.contains(commented_log),
+        "the example's log line moved"
+    );
+    example
+        .replace("/run/corral-fpm/", &format!("{}/fpm/", run.display()))
+        .replace(
+            commented_log,
+            &format!("log = \"{}/log/$USER/php.log\"", run.display()),
+        )
+}
+
+/// A real nginx on 127.0.0.1 (workers as www-data, the group tenants'
+/// FPM sockets are made for); stopped by pid on drop.
+pub struct Nginx {
+    child: std::process::Child,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+}
+
+impl Nginx {
+    /// nginx passing `*.php` under /srv to the FPM socket `socket`.
+    pub fn start(socket: &Path) -> Nginx {
+        Nginx::start_http(|port| {
+            format!(
+                "server {{\n listen 127.0.0.1:{port};\n\
+                 location ~ \\.php$ {{ include /etc/nginx/fastcgi_params; fastcgi_param SCRIPT_FILENAME /srv$fastcgi_script_name; fastcgi_pass unix:{sock}; }}\n }}\n",
+                sock = socket.display()
+            )
+        })
+    }
+
+    /// nginx with the `server` blocks `servers(port)` gives, inside an
+    /// `http` block that has the mime types, no access log and its
+    /// temporary files in its own directory.
+    pub fn start_http(servers: impl Fn(u16) -> String) -> Nginx {
+        use std::process::{Command, Stdio};
+        use std::time::Duration;
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path().display();
+        for _attempt in 0..5 {
+            let port = free_port();
+            let conf = format!(
+                "worker_processes 1;\nuser www-data www-data;\npid {t}/nginx.pid;\nerror_log {t}/error.log warn;\n\
+                 events {{ worker_connections 256; }}\n\
+                 http {{\n include /etc/nginx/mime.types;\n access_log off;\n client_body_temp_path {t}/body;\n fastcgi_temp_path {t}/fastcgi;\n\
+                 {}\n}}\n",
+                servers(port)
+            );
+            std::fs::write(tmp.path().join("nginx.conf"), conf).unwrap();
+            let mut child = Command::new("nginx")
+                .arg("-p")
+                .arg(tmp.path())
+                .arg("-e")
+                .arg(tmp.path().join("error.log"))
+                .arg("-c")
+                .arg(tmp.path().join("nginx.conf"))
+                .args(["-g", "daemon off;"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start nginx (Debian: nginx-light)");
+            let up = wait_until(Duration::from_secs(10), || {
+                std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+                    || child.try_wait().unwrap().is_some()
+            });
+            if up && child.try_wait().unwrap().is_none() {
+                return Nginx {
+                    child,
+                    port,
+                    dir: tmp,
+                };
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!(
+            "nginx did not start: {}",
+            std::fs::read_to_string(tmp.path().join("error.log")).unwrap_or_default()
+        );
+    }
+
+    /// GET `path`: (status, body).
+    pub fn get(&self, path: &str) -> (u16, String) {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).unwrap();
+        let status = raw
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = raw
+            .split_once("\r\n\r\n")
+            .map_or("", |(_, b)| b)
+            .to_string();
+        (status, body)
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        // SIGQUIT: the master takes its workers down with it (SIGKILL
+        // would orphan them); SIGKILL only if it is still there after 5 s.
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGQUIT);
+        if !wait_until(std::time::Duration::from_secs(5), || {
+            self.child.try_wait().ok().flatten().is_some()
+        }) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
