@@ -12,6 +12,9 @@ PACKAGES=(
   nftables
   # web stack and load generators for the gateway tests and benchmarks
   nginx-light fcgiwrap nghttp2-client siege php-cgi php-fpm
+  # the shipped Apache 2.4 and lighttpd snippets, tested against the real
+  # servers; real system CGI applications run through the gateway (docs/sites.md)
+  apache2 lighttpd cgit gitweb
   # peer sandboxes measured by the benchmarks
   bubblewrap
   # login paths caged by corral-shell and pam_corral.so, tested for real

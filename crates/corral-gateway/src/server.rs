@@ -67,6 +67,9 @@ pub struct Options {
     pub socket_gid: Option<u32>,
     /// The page (HTML) a suspended tenant's visitors get with 503.
     pub suspended_page: String,
+    /// Where the access log goes (one JSON line per request); None: no
+    /// access log.
+    pub access_log: Option<log::AccessTarget>,
 }
 
 /// The built-in suspended page.
@@ -109,6 +112,11 @@ pub struct Shared {
     pub inflight: InFlight,
     /// The stdin of a script whose request has no body.
     pub devnull: std::fs::File,
+    /// One JSON line per request (`--access-log`).
+    pub access: Option<log::AccessLog>,
+    /// Names of dropped request variables already logged (each is logged
+    /// once per gateway process).
+    pub dropped_logged: std::sync::Mutex<std::collections::HashSet<String>>,
     drain: watch::Sender<bool>,
 }
 
@@ -130,6 +138,12 @@ pub async fn run(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Result
     let (drain, _) = watch::channel(false);
     let devnull =
         std::fs::File::open("/dev/null").map_err(|e| anyhow::anyhow!("open /dev/null: {e}"))?;
+    let access = match &opts.access_log {
+        Some(t) => Some(log::AccessLog::open(t.clone()).map_err(|e| {
+            anyhow::anyhow!("--access-log {}: {e}", show_access(t))
+        })?),
+        None => None,
+    };
     let shared = Arc::new(Shared {
         tenants: Tenants::new(sandboxes, map),
         timeout: opts.timeout,
@@ -138,6 +152,8 @@ pub async fn run(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Result
         suspended_page: opts.suspended_page.clone(),
         inflight: InFlight::default(),
         devnull,
+        access,
+        dropped_logged: Default::default(),
         drain,
     });
     let mut term = signal(SignalKind::terminate())?;
@@ -225,7 +241,23 @@ pub async fn run(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Result
     Ok(())
 }
 
+fn show_access(t: &log::AccessTarget) -> String {
+    match t {
+        log::AccessTarget::Stderr => "-".into(),
+        log::AccessTarget::File(p) => p.display().to_string(),
+    }
+}
+
 fn reload(opts: &Options, shared: &Shared) {
+    if let Some(a) = &shared.access {
+        match a.reopen() {
+            Ok(()) => {}
+            Err(e) => log::line(format_args!(
+                "SIGHUP: reopen the access log {}: {e}; still writing to the old file",
+                show_access(a.target())
+            )),
+        }
+    }
     let Some(p) = &opts.map_file else {
         log::line(format_args!("SIGHUP: no map file to reload"));
         return;
