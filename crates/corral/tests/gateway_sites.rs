@@ -526,6 +526,11 @@ fn cgit_and_gitweb_as_system_cgi_match_plain_fcgiwrap() {
         assert_eq!(l["status"], 200, "{l}");
     }
     assert!(!s.log().contains("not passed"), "{}", s.log());
+    // The system-wide configuration is visible in the sandbox too (the
+    // default profile binds it), for sites that name no file of their own.
+    if let Ok(host) = std::fs::read_to_string("/etc/cgitrc") {
+        assert_eq!(s.env.ok(&["run", T1, "--", "cat", "/etc/cgitrc"]), host);
+    }
 }
 
 /// A FastCGI param the gateway does not pass is logged once per name, with
