@@ -404,7 +404,9 @@ fn locate_system(
     let mapped = match &root {
         Some(r) => map.lookup(host, r),
         // Only a host can map it: docroots match no script in a system dir.
-        None => map.lookup(host, dir).filter(|(_, by)| matches!(by, MappedBy::Host(_))),
+        None => map
+            .lookup(host, dir)
+            .filter(|(_, by)| matches!(by, MappedBy::Host(_))),
     };
     let (key, mapped_by) = match mapped {
         Some((name, by)) => (UserKey::Name(name), Some(by)),
@@ -594,7 +596,10 @@ fn file_mode_rules(
     let bad = |why: String| refuse(500, "interpreter", why);
     let im = std::fs::metadata(interp)
         .map_err(|e| bad(format!("interpreter {}: {e}", interp.display())))?;
-    if !im.file_type().is_file() || im.uid() != 0 || im.mode() & 0o022 != 0 || im.mode() & 0o111 == 0
+    if !im.file_type().is_file()
+        || im.uid() != 0
+        || im.mode() & 0o022 != 0
+        || im.mode() & 0o111 == 0
     {
         return Err(bad(format!(
             "interpreter {} must be an executable regular file owned by root, not writable by group or others (uid {}, mode {:04o})",

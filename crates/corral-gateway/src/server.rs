@@ -139,9 +139,10 @@ pub async fn run(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Result
     let devnull =
         std::fs::File::open("/dev/null").map_err(|e| anyhow::anyhow!("open /dev/null: {e}"))?;
     let access = match &opts.access_log {
-        Some(t) => Some(log::AccessLog::open(t.clone()).map_err(|e| {
-            anyhow::anyhow!("--access-log {}: {e}", show_access(t))
-        })?),
+        Some(t) => Some(
+            log::AccessLog::open(t.clone())
+                .map_err(|e| anyhow::anyhow!("--access-log {}: {e}", show_access(t)))?,
+        ),
         None => None,
     };
     let shared = Arc::new(Shared {

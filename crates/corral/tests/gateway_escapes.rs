@@ -739,7 +739,10 @@ fn system_cgi_directories_open_no_hole() {
     program("setuid.cgi", 0o4755);
     program("noexec.cgi", 0o644);
     let theirs = program("theirs.cgi", 0o755);
-    let t1 = corral_users::Db::system().user_by_name(T1).unwrap().unwrap();
+    let t1 = corral_users::Db::system()
+        .user_by_name(T1)
+        .unwrap()
+        .unwrap();
     nix::unistd::chown(&theirs, Some(t1.uid.into()), None).unwrap();
     std::os::unix::fs::symlink("/usr/bin/id", sysd.join("link.cgi")).unwrap();
     let sub = sysd.join("sub");
@@ -819,7 +822,11 @@ fn system_cgi_directories_open_no_hole() {
         ])
         .expect("an answer");
     assert_eq!(a.status, 403, "{a:?}");
-    assert!(g.log()[before..].contains("rule \"document-root\""), "{}", g.log());
+    assert!(
+        g.log()[before..].contains("rule \"document-root\""),
+        "{}",
+        g.log()
+    );
     // A tenant's own link to the system program: the tenant rules apply (the
     // file is root's, and root is no tenant).
     let link = g.dir(T2).join("cgit.cgi");
@@ -839,7 +846,12 @@ fn interpreters_keep_the_script_rules() {
         .tempdir_in("/var/tmp")
         .unwrap();
     set_mode(d.path(), 0o755);
-    let fake = write_home_file(T2, "corral-gwesc-interp.sh", "#!/bin/sh\nexec /bin/sh \"$@\"\n", 0o755);
+    let fake = write_home_file(
+        T2,
+        "corral-gwesc-interp.sh",
+        "#!/bin/sh\nexec /bin/sh \"$@\"\n",
+        0o755,
+    );
     let map = d.path().join("map.toml");
     std::fs::write(
         &map,

@@ -80,7 +80,10 @@ impl Site {
         };
         for d in [s.root(), s.root().join("public_html")] {
             std::fs::create_dir_all(&d).unwrap();
-            let u = corral_users::Db::system().user_by_name(T1).unwrap().unwrap();
+            let u = corral_users::Db::system()
+                .user_by_name(T1)
+                .unwrap()
+                .unwrap();
             nix::unistd::chown(&d, Some(u.uid.into()), Some(u.gid.into())).unwrap();
             std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
@@ -180,10 +183,22 @@ impl Site {
         self.error_logs.push(error_log.clone());
         let up = wait_until(Duration::from_secs(15), || {
             std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-                || self.servers.last_mut().unwrap().try_wait().unwrap().is_some()
+                || self
+                    .servers
+                    .last_mut()
+                    .unwrap()
+                    .try_wait()
+                    .unwrap()
+                    .is_some()
         });
         assert!(
-            up && self.servers.last_mut().unwrap().try_wait().unwrap().is_none(),
+            up && self
+                .servers
+                .last_mut()
+                .unwrap()
+                .try_wait()
+                .unwrap()
+                .is_none(),
             "{name} did not start: {}\n{}",
             std::fs::read_to_string(self.tmp.path().join(format!("{name}.out")))
                 .unwrap_or_default(),
@@ -286,7 +301,11 @@ impl Drop for Site {
             }
         }
         for s in &mut self.servers {
-            stop_child(s, nix::sys::signal::Signal::SIGTERM, Duration::from_secs(10));
+            stop_child(
+                s,
+                nix::sys::signal::Signal::SIGTERM,
+                Duration::from_secs(10),
+            );
         }
         if let Some(mut g) = self.gateway.take() {
             stop_child(
@@ -327,7 +346,10 @@ fn cgi_and_php_pages_are_clean(s: &Site, port: u16, error_log: &Path) {
         );
         let r = http_request(port, "GET", "/page.php", &[], b"");
         assert_eq!(r.status, 200, "{}", r.text());
-        assert_eq!(r.text().trim(), format!("php uid={uid} sf={}", php.display()));
+        assert_eq!(
+            r.text().trim(),
+            format!("php uid={uid} sf={}", php.display())
+        );
     }
     assert_eq!(since(error_log, elog), "", "the web server's error log");
     assert_eq!(&s.log()[glog..], "", "the gateway's log");
@@ -395,7 +417,10 @@ fn make_repo(s: &Site, name: &str) {
         home = home_of(T1).display(),
         root = root.display()
     );
-    let u = corral_users::Db::system().user_by_name(T1).unwrap().unwrap();
+    let u = corral_users::Db::system()
+        .user_by_name(T1)
+        .unwrap()
+        .unwrap();
     let o = Command::new("/bin/sh")
         .args(["-c", &script])
         .uid(u.uid)
@@ -441,7 +466,10 @@ fn cgit_and_gitweb_as_system_cgi_match_plain_fcgiwrap() {
     );
     // Plain fcgiwrap, as the tenant, on a socket of its own.
     let wrap_sock = s.tmp.path().join("fcgiwrap.sock");
-    let u = corral_users::Db::system().user_by_name(T1).unwrap().unwrap();
+    let u = corral_users::Db::system()
+        .user_by_name(T1)
+        .unwrap()
+        .unwrap();
     let wrap_dir = s.tmp.path().join("fcgiwrap");
     std::fs::create_dir(&wrap_dir).unwrap();
     nix::unistd::chown(&wrap_dir, Some(u.uid.into()), Some(u.gid.into())).unwrap();
@@ -449,7 +477,10 @@ fn cgit_and_gitweb_as_system_cgi_match_plain_fcgiwrap() {
     // umask 0: nginx's workers (www-data) must be able to connect.
     let wrap = Command::new("/bin/sh")
         .arg("-c")
-        .arg(format!("umask 0; exec /usr/sbin/fcgiwrap -s unix:{}", wrap_sock.display()))
+        .arg(format!(
+            "umask 0; exec /usr/sbin/fcgiwrap -s unix:{}",
+            wrap_sock.display()
+        ))
         .uid(u.uid)
         .gid(u.gid)
         .env_clear()
@@ -470,10 +501,7 @@ fn cgit_and_gitweb_as_system_cgi_match_plain_fcgiwrap() {
     let shipped = s.shipped("nginx-corral-git.conf");
     let plain = shipped
         .replace("corral_gateway_git", "plain_fcgiwrap")
-        .replace(
-            s.socket().to_str().unwrap(),
-            wrap_sock.to_str().unwrap(),
-        );
+        .replace(s.socket().to_str().unwrap(), wrap_sock.to_str().unwrap());
     let (gw_port, plain_port) = (free_port(), free_port());
     let log = s.nginx(&format!("{shipped}\n{plain}"), &[gw_port, plain_port]);
 
@@ -495,11 +523,7 @@ fn cgit_and_gitweb_as_system_cgi_match_plain_fcgiwrap() {
         let b = http_request(plain_port, "GET", page, &[], b"");
         assert_eq!(a.status, 200, "{page} through the gateway: {}", a.text());
         assert_eq!(b.status, 200, "{page} through fcgiwrap: {}", b.text());
-        assert_eq!(
-            a.header("Content-Type"),
-            b.header("Content-Type"),
-            "{page}"
-        );
+        assert_eq!(a.header("Content-Type"), b.header("Content-Type"), "{page}");
         assert_eq!(masked(&a.text()), masked(&b.text()), "{page}");
     }
     // What the pages show is the tenant's configuration and repositories.
@@ -548,7 +572,10 @@ fn dropped_variables_are_logged_once_with_their_rule() {
     assert!(conf.contains("CGIT_CONFIG"));
     s.nginx(&conf, &[port]);
     for _ in 0..3 {
-        assert_eq!(http_request(port, "GET", "/hello.cgi", &[], b"").status, 200);
+        assert_eq!(
+            http_request(port, "GET", "/hello.cgi", &[], b"").status,
+            200
+        );
     }
     let log = s.log();
     let lines = |name: &str| {
@@ -562,7 +589,10 @@ fn dropped_variables_are_logged_once_with_their_rule() {
         cgit[0].contains("rule \"not-cgi\"") && cgit[0].contains("pass_env = [\"CGIT_CONFIG\"]"),
         "{log}"
     );
-    assert!(cgit[0].contains(&format!("[{T1} ")), "names the tenant: {log}");
+    assert!(
+        cgit[0].contains(&format!("[{T1} ")),
+        "names the tenant: {log}"
+    );
     for name in ["LD_PRELOAD", "IFS"] {
         let l = lines(name);
         assert_eq!(l.len(), 1, "{log}");
@@ -616,7 +646,10 @@ fn access_log_has_one_correct_line_per_request() {
     }
     let refused = &lines[100];
     assert_eq!(refused["status"], 403, "{refused}");
-    assert_eq!(refused["tenant"], T1, "a refusal names the tenant: {refused}");
+    assert_eq!(
+        refused["tenant"], T1,
+        "a refusal names the tenant: {refused}"
+    );
     assert!(
         s.log().contains(&format!("403 [{T1} ")),
         "the error log names the tenant: {}",

@@ -343,7 +343,8 @@ pub fn http_request(
     body: &[u8],
 ) -> HttpResp {
     use std::io::{Read, Write};
-    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to the web server");
+    let mut c =
+        std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to the web server");
     c.set_read_timeout(Some(std::time::Duration::from_secs(120)))
         .unwrap();
     let mut head = format!("{method} {path} HTTP/1.0\r\n");
