@@ -483,52 +483,25 @@ fn verify_system(
                 ),
             )
         })?;
-    if !meta.file_type().is_file() {
-        return Err(refuse(
-            403,
-            "regular-file",
-            format!("{} is not a regular file", real.display()),
-        ));
-    }
-    if meta.uid() != 0 {
-        return Err(refuse(
-            403,
-            "owner",
+    let interpreter = file_rules(&real, &meta, map, |uid| {
+        (uid != 0).then(|| {
             format!(
-                "system CGI {} is owned by uid {}, not by root",
-                real.display(),
-                meta.uid()
-            ),
-        ));
-    }
-    let interpreter = file_mode_rules(&real, &meta, map)?;
+                "system CGI {} is owned by uid {uid}, not by root",
+                real.display()
+            )
+        })
+    })?;
     let mut d = real.parent().unwrap_or(Path::new("/"));
     loop {
-        let dm = std::fs::metadata(d)
-            .map_err(|e| refuse(403, "dir", format!("stat {}: {e}", d.display())))?;
-        if dm.uid() != 0 {
-            return Err(refuse(
-                403,
-                "dir-owner",
+        dir_rules(d, |uid| {
+            (uid != 0).then(|| {
                 format!(
-                    "directory {} of system CGI {} is owned by uid {}, not by root",
+                    "directory {} of system CGI {} is owned by uid {uid}, not by root",
                     d.display(),
-                    real.display(),
-                    dm.uid()
-                ),
-            ));
-        }
-        if dm.mode() & 0o022 != 0 {
-            return Err(refuse(
-                403,
-                "dir-writable",
-                format!(
-                    "directory {} is writable by group or others (mode {:04o})",
-                    d.display(),
-                    dm.mode() & 0o7777
-                ),
-            ));
-        }
+                    real.display()
+                )
+            })
+        })?;
         if d == top || !d.starts_with(&top) {
             break;
         }
@@ -543,6 +516,49 @@ fn verify_system(
         interpreter,
         system: true,
     })
+}
+
+/// Rule 5 on the file a script resolved to: a regular file whose owner
+/// `wrong_owner` accepts (None) or refuses (why), then [`file_mode_rules`].
+fn file_rules(
+    real: &Path,
+    meta: &std::fs::Metadata,
+    map: &TenantMap,
+    wrong_owner: impl FnOnce(u32) -> Option<String>,
+) -> Result<Option<PathBuf>, Refusal> {
+    if !meta.file_type().is_file() {
+        return Err(refuse(
+            403,
+            "regular-file",
+            format!("{} is not a regular file", real.display()),
+        ));
+    }
+    if let Some(why) = wrong_owner(meta.uid()) {
+        return Err(refuse(403, "owner", why));
+    }
+    file_mode_rules(real, meta, map)
+}
+
+/// Rule 6 on a script's directory: an owner `wrong_owner` accepts, not
+/// writable by group or others.
+fn dir_rules(d: &Path, wrong_owner: impl FnOnce(u32) -> Option<String>) -> Result<(), Refusal> {
+    let dm = std::fs::metadata(d)
+        .map_err(|e| refuse(403, "dir", format!("stat {}: {e}", d.display())))?;
+    if let Some(why) = wrong_owner(dm.uid()) {
+        return Err(refuse(403, "dir-owner", why));
+    }
+    if dm.mode() & 0o022 != 0 {
+        return Err(refuse(
+            403,
+            "dir-writable",
+            format!(
+                "directory {} is writable by group or others (mode {:04o})",
+                d.display(),
+                dm.mode() & 0o7777
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The rules on a script's mode (not writable by group or others, not
@@ -753,54 +769,26 @@ fn verify(
         ));
     }
 
-    let ft = meta.file_type();
-    if !ft.is_file() {
-        return Err(refuse(
-            403,
-            "regular-file",
-            format!("{} is not a regular file", real.display()),
-        ));
-    }
-    if meta.uid() != tenant.uid {
-        return Err(refuse(
-            403,
-            "owner",
+    let interpreter = file_rules(&real, &meta, map, |uid| {
+        (uid != tenant.uid).then(|| {
             format!(
-                "{} is owned by uid {}, not by {} (uid {})",
+                "{} is owned by uid {uid}, not by {} (uid {})",
                 real.display(),
-                meta.uid(),
                 tenant.name,
                 tenant.uid
-            ),
-        ));
-    }
-    let interpreter = file_mode_rules(&real, &meta, map)?;
+            )
+        })
+    })?;
     let dir = real.parent().unwrap_or(Path::new("/")).to_path_buf();
-    let dmeta = std::fs::metadata(&dir)
-        .map_err(|e| refuse(403, "dir", format!("stat {}: {e}", dir.display())))?;
-    if dmeta.uid() != tenant.uid && dmeta.uid() != 0 {
-        return Err(refuse(
-            403,
-            "dir-owner",
+    dir_rules(&dir, |uid| {
+        (uid != tenant.uid && uid != 0).then(|| {
             format!(
-                "directory {} is owned by uid {}, not by {} or root",
+                "directory {} is owned by uid {uid}, not by {} or root",
                 dir.display(),
-                dmeta.uid(),
                 tenant.name
-            ),
-        ));
-    }
-    if dmeta.mode() & 0o022 != 0 {
-        return Err(refuse(
-            403,
-            "dir-writable",
-            format!(
-                "directory {} is writable by group or others (mode {:04o})",
-                dir.display(),
-                dmeta.mode() & 0o7777
-            ),
-        ));
-    }
+            )
+        })
+    })?;
     Ok(CheckedScript {
         tenant,
         mapped_by,

@@ -184,6 +184,19 @@ impl Gw {
         Answer::parse(&raw)
     }
 
+    /// One request as root for `script` (GET, plus `more` params): the
+    /// answer and the gateway's log lines written meanwhile.
+    fn ask_logged(&self, script: &Path, more: &[(&str, &str)]) -> (Answer, String) {
+        let before = self.log().len();
+        let mut params = vec![
+            ("SCRIPT_FILENAME", script.to_str().unwrap()),
+            ("REQUEST_METHOD", "GET"),
+        ];
+        params.extend_from_slice(more);
+        let a = self.request(&params).expect("an answer");
+        (a, self.log()[before..].to_string())
+    }
+
     /// Start a client as `tenant` (a real process with the tenant's uid and
     /// gid, no supplementary groups) sending `bytes`; returns its index.
     fn tenant_client(&mut self, tenant: &str, bytes: &[u8]) -> usize {
@@ -771,18 +784,11 @@ fn system_cgi_directories_open_no_hole() {
     let g = Gw::start_with_profile("unix:", &["--map", map.to_str().unwrap()], &bind);
     let docroot = g.dir(T1);
     let ask = |script: &Path, docroot: &Path| {
-        g.request(&[
-            ("SCRIPT_FILENAME", script.to_str().unwrap()),
-            ("DOCUMENT_ROOT", docroot.to_str().unwrap()),
-            ("REQUEST_METHOD", "GET"),
-        ])
-        .expect("an answer")
+        g.ask_logged(script, &[("DOCUMENT_ROOT", docroot.to_str().unwrap())])
     };
     let refused = |script: &Path, docroot: &Path, rule: &str| {
-        let before = g.log().len();
-        let a = ask(script, docroot);
+        let (a, log) = ask(script, docroot);
         assert_eq!(a.status, 403, "{} answered {a:?}", script.display());
-        let log = g.log()[before..].to_string();
         assert!(
             log.contains(&format!("rule \"{rule}\"")),
             "{}: expected rule {rule}: {log}",
@@ -793,7 +799,7 @@ fn system_cgi_directories_open_no_hole() {
 
     // The good program runs as the tenant whose document root it is, in
     // its sandbox (its uid), and the log names that tenant.
-    let a = ask(&good, &docroot);
+    let (a, _) = ask(&good, &docroot);
     assert_eq!(a.status, 200, "{a:?}");
     assert!(a.body.contains(&format!("uid={}", t1.uid)), "{a:?}");
     assert!(g.env.init_pid(T1) > 0, "T1's sandbox is up");
@@ -814,19 +820,9 @@ fn system_cgi_directories_open_no_hole() {
     refused(&open.join("x.cgi"), &docroot, "dir-writable");
     // A document root in root's space (or none) chooses no tenant.
     refused(&good, Path::new("/var/www"), "min-uid");
-    let before = g.log().len();
-    let a = g
-        .request(&[
-            ("SCRIPT_FILENAME", good.to_str().unwrap()),
-            ("REQUEST_METHOD", "GET"),
-        ])
-        .expect("an answer");
+    let (a, log) = g.ask_logged(&good, &[]);
     assert_eq!(a.status, 403, "{a:?}");
-    assert!(
-        g.log()[before..].contains("rule \"document-root\""),
-        "{}",
-        g.log()
-    );
+    assert!(log.contains("rule \"document-root\""), "{log}");
     // A tenant's own link to the system program: the tenant rules apply (the
     // file is root's, and root is no tenant).
     let link = g.dir(T2).join("cgit.cgi");
@@ -864,30 +860,15 @@ fn interpreters_keep_the_script_rules() {
     let g = Gw::unix(&["--map", map.to_str().unwrap()]);
     let body = ENV_CGI.replace("#!/bin/sh\n", "");
     let plain = write_home_file(T1, &format!("{}/page.sh", g.dir_name), &body, 0o644);
-    let a = g
-        .request(&[
-            ("SCRIPT_FILENAME", plain.to_str().unwrap()),
-            ("REQUEST_METHOD", "GET"),
-        ])
-        .expect("an answer");
+    let (a, _) = g.ask_logged(&plain, &[]);
     assert_eq!(a.status, 200, "{a:?}");
     assert!(a.body.contains(&format!("uid={}", uid_of(T1))), "{a:?}");
     let open = write_home_file(T1, &format!("{}/open.sh", g.dir_name), &body, 0o664);
     let evil = write_home_file(T1, &format!("{}/x.evil", g.dir_name), &body, 0o644);
     for (p, status, rule) in [(&open, 403, "writable"), (&evil, 500, "interpreter")] {
-        let before = g.log().len();
-        let a = g
-            .request(&[
-                ("SCRIPT_FILENAME", p.to_str().unwrap()),
-                ("REQUEST_METHOD", "GET"),
-            ])
-            .expect("an answer");
+        let (a, log) = g.ask_logged(p, &[]);
         assert_eq!(a.status, status, "{}: {a:?}", p.display());
-        assert!(
-            g.log()[before..].contains(&format!("rule \"{rule}\"")),
-            "{}",
-            g.log()
-        );
+        assert!(log.contains(&format!("rule \"{rule}\"")), "{log}");
     }
     let _ = std::fs::remove_file(&fake);
 }
