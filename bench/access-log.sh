@@ -4,7 +4,9 @@
 # to two `corral gateway`s of the same binary, one without and one with
 # `--access-log FILE`; `h2load --h1 -n N -c C` against each, interleaved
 # round by round (the order alternates), both warmed up first. Prints the
-# median req/s of each side and with/without; target >= 0.98. Checks that
+# median req/s of each side, their ratio with/without, and the median of the
+# rounds' own with/without ratios (each round's pair ran back to back, so
+# it is the steadier figure on a shared machine); target >= 0.98. Checks that
 # the access log has exactly one line per request it was sent.
 #
 # Usage: bench/access-log.sh [options]        (as root)
@@ -143,12 +145,17 @@ lines=$(wc -l <"$W/access.log")
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 MA=$(median "${A[@]}"); MB=$(median "${B[@]}")
 RATIO=$(awk -v a="$MA" -v b="$MB" 'BEGIN { printf "%.4f", b / a }')
-table=$(printf 'access log cost, %s rounds of h2load --h1 -n %s -c %s, tiny static CGI\n  without: %s req/s (median; %s)\n  with:    %s req/s (median; %s)\n  with/without: %s (target >= 0.98); access log lines: %s = requests sent\n' \
-  "$ROUNDS" "$REQUESTS" "$CONC" "$MA" "${A[*]}" "$MB" "${B[*]}" "$RATIO" "$lines")
+PAIRS=()
+for ((r = 0; r < ROUNDS; r++)); do
+  PAIRS+=("$(awk -v a="${A[r]}" -v b="${B[r]}" 'BEGIN { printf "%.4f", b / a }')")
+done
+PAIRED=$(median "${PAIRS[@]}")
+table=$(printf 'access log cost, %s rounds of h2load --h1 -n %s -c %s, tiny static CGI, load %s\n  without: %s req/s (median; %s)\n  with:    %s req/s (median; %s)\n  with/without of the medians: %s; median of the rounds'"'"' ratios: %s (%s); target >= 0.98\n  access log lines: %s = requests sent\n' \
+  "$ROUNDS" "$REQUESTS" "$CONC" "$(cut -d' ' -f1-3 /proc/loadavg)" "$MA" "${A[*]}" "$MB" "${B[*]}" "$RATIO" "$PAIRED" "${PAIRS[*]}" "$lines")
 if ((JSON)); then
   echo "$table" >&2
-  printf '{"rounds":%s,"requests":%s,"concurrency":%s,"without":[%s],"with":[%s],"median_without":%s,"median_with":%s,"ratio":%s,"log_lines":%s}\n' \
-    "$ROUNDS" "$REQUESTS" "$CONC" "$(IFS=,; echo "${A[*]}")" "$(IFS=,; echo "${B[*]}")" "$MA" "$MB" "$RATIO" "$lines"
+  printf '{"rounds":%s,"requests":%s,"concurrency":%s,"without":[%s],"with":[%s],"median_without":%s,"median_with":%s,"ratio":%s,"paired_ratio":%s,"log_lines":%s}\n' \
+    "$ROUNDS" "$REQUESTS" "$CONC" "$(IFS=,; echo "${A[*]}")" "$(IFS=,; echo "${B[*]}")" "$MA" "$MB" "$RATIO" "$PAIRED" "$lines"
 else
   echo "$table"
 fi
