@@ -83,7 +83,10 @@ pub async fn serve(shared: Arc<Shared>, mut resp: Response, input: Input) {
     let access = shared.access.as_ref().map(|_| AccessFields::of(&params));
     let mut tenant = None;
     let app_status = run(&shared, &mut resp, params, stdin, &mut abort, &mut tenant).await;
-    let (status, bytes) = (resp.status, resp.bytes);
+    // No head went out: the web server gave up on the request first
+    // (nginx's 499, "client closed request").
+    let status = if resp.status == 0 { 499 } else { resp.status };
+    let bytes = resp.bytes;
     resp.end(app_status).await;
     if let (Some(log), Some(a)) = (&shared.access, access) {
         let time = corral_sandbox::services::log::timestamp(std::time::SystemTime::now());
