@@ -770,9 +770,14 @@ fn system_cgi_directories_open_no_hole() {
     std::fs::copy(&good, open.join("x.cgi")).unwrap();
     set_mode(&open.join("x.cgi"), 0o755);
 
-    let map = sysd.with_extension("map.toml");
+    // Removed when the test ends, also when it fails.
+    let map = tempfile::Builder::new()
+        .prefix("corral-gwesc-sys")
+        .suffix(".toml")
+        .tempfile_in("/var/tmp")
+        .unwrap();
     std::fs::write(
-        &map,
+        map.path(),
         format!("system_cgi = [{:?}]\n", sysd.display().to_string()),
     )
     .unwrap();
@@ -781,7 +786,7 @@ fn system_cgi_directories_open_no_hole() {
         "[[mount]]\ntype = \"ro-bind\"\nsrc = {:?}\n",
         sysd.display().to_string()
     );
-    let g = Gw::start_with_profile("unix:", &["--map", map.to_str().unwrap()], &bind);
+    let g = Gw::start_with_profile("unix:", &["--map", map.path().to_str().unwrap()], &bind);
     let docroot = g.dir(T1);
     let ask = |script: &Path, docroot: &Path| {
         g.ask_logged(script, &[("DOCUMENT_ROOT", docroot.to_str().unwrap())])
@@ -829,7 +834,6 @@ fn system_cgi_directories_open_no_hole() {
     std::os::unix::fs::symlink(&good, &link).unwrap();
     std::os::unix::fs::lchown(&link, Some(uid_of(T2)), None).unwrap();
     refused(&link, &g.dir(T2), "min-uid");
-    let _ = std::fs::remove_file(&map);
 }
 
 /// Interpreters by extension: a tenant's script without a #! line (or its
@@ -842,18 +846,20 @@ fn interpreters_keep_the_script_rules() {
         .tempdir_in("/var/tmp")
         .unwrap();
     set_mode(d.path(), 0o755);
-    let fake = write_home_file(
+    // The tenant's own program, named as an interpreter (removed when the
+    // test ends, also when it fails).
+    let fake = RemoveOnDrop(write_home_file(
         T2,
         "corral-gwesc-interp.sh",
         "#!/bin/sh\nexec /bin/sh \"$@\"\n",
         0o755,
-    );
+    ));
     let map = d.path().join("map.toml");
     std::fs::write(
         &map,
         format!(
             "[interpreters]\n\".sh\" = \"/bin/sh\"\n\".evil\" = {:?}\n",
-            fake.display().to_string()
+            fake.0.display().to_string()
         ),
     )
     .unwrap();
@@ -870,5 +876,13 @@ fn interpreters_keep_the_script_rules() {
         assert_eq!(a.status, status, "{}: {a:?}", p.display());
         assert!(log.contains(&format!("rule \"{rule}\"")), "{log}");
     }
-    let _ = std::fs::remove_file(&fake);
+}
+
+/// A file removed when this goes out of scope.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
