@@ -15,6 +15,9 @@ PACKAGES=(
   # crates/corral/tests/sites.rs: WordPress from Debian's package (and the
   # theme it shows posts with) on a real MariaDB, PHP with GD and MySQL
   wordpress wordpress-theme-twentytwentythree mariadb-server php-mysql php-gd
+  # the shipped Apache 2.4 and lighttpd snippets, tested against the real
+  # servers; real system CGI applications run through the gateway (docs/sites.md)
+  apache2 lighttpd cgit gitweb
   # peer sandboxes measured by the benchmarks
   bubblewrap
   # login paths caged by corral-shell and pam_corral.so, tested for real

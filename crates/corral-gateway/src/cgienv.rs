@@ -61,9 +61,15 @@ const SAFE: &[&str] = &[
 
 const SAFE_PREFIXES: &[&str] = &["HTTP_", "SSL_", "REDIRECT_"];
 
+/// Variables that change how every program (the loader, the shell) runs:
+/// never taken from a request, not even through `pass_env`.
+pub fn is_unsafe(name: &str) -> bool {
+    matches!(name, "PATH" | "IFS" | "ENV" | "BASH_ENV" | "GCONV_PATH") || name.starts_with("LD_")
+}
+
 /// Whether a request variable may reach the script.
 pub fn is_passed(name: &str, extra: &[String]) -> bool {
-    if name.eq_ignore_ascii_case("HTTP_PROXY") {
+    if name.eq_ignore_ascii_case("HTTP_PROXY") || is_unsafe(name) {
         return false;
     }
     SAFE.contains(&name)
@@ -73,8 +79,55 @@ pub fn is_passed(name: &str, extra: &[String]) -> bool {
         || extra.iter().any(|e| e == name)
 }
 
-/// A request variable left out of the environment: name and reason.
-pub type Dropped = (String, &'static str);
+/// Why a request variable was left out of the environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drop {
+    /// `HTTP_PROXY` (httpoxy): a `Proxy:` request header.
+    Httpoxy,
+    /// Not a `[A-Za-z0-9_]+` name.
+    InvalidName,
+    /// A NUL byte in the value.
+    NulInValue,
+    /// PATH, IFS, LD_*... ([`is_unsafe`]).
+    Unsafe,
+    /// Not a CGI variable, and not in the map's `pass_env`.
+    NotCgi,
+    /// The value is not UTF-8.
+    NotUtf8,
+}
+
+impl Drop {
+    /// The rule's name, for the log.
+    pub fn rule(self) -> &'static str {
+        match self {
+            Drop::Httpoxy => "httpoxy",
+            Drop::InvalidName => "invalid-name",
+            Drop::NulInValue => "nul-in-value",
+            Drop::Unsafe => "unsafe",
+            Drop::NotCgi => "not-cgi",
+            Drop::NotUtf8 => "not-utf8",
+        }
+    }
+
+    /// What the rule says, and how to get such a variable through (if one can).
+    pub fn explain(self, name: &str) -> String {
+        match self {
+            Drop::Httpoxy => "a Proxy: request header (httpoxy); never passed".into(),
+            Drop::InvalidName => "not a variable name of [A-Za-z0-9_]; never passed".into(),
+            Drop::NulInValue => "its value has a NUL byte; never passed".into(),
+            Drop::Unsafe => {
+                "it changes how every program runs (PATH, IFS, ENV, BASH_ENV, GCONV_PATH, LD_*); never passed".into()
+            }
+            Drop::NotCgi => format!(
+                "not a CGI/1.1 variable; to pass it, add pass_env = [\"{name}\"] to the gateway's map file (--map)"
+            ),
+            Drop::NotUtf8 => "its value is not UTF-8; never passed".into(),
+        }
+    }
+}
+
+/// A request variable left out of the environment: name and rule.
+pub type Dropped = (String, Drop);
 
 /// The value of the request param `name` (the last one wins, as in
 /// [`from_params`]).
@@ -120,11 +173,11 @@ pub fn from_params(
     let mut dropped = Vec::new();
     for (name, value) in params {
         let refused = if name.eq_ignore_ascii_case(b"HTTP_PROXY") {
-            Some("HTTP_PROXY (httpoxy)")
+            Some(Drop::Httpoxy)
         } else if !is_valid_env_name(name) {
-            Some("invalid name")
+            Some(Drop::InvalidName)
         } else if value.contains(&0) {
-            Some("NUL in value")
+            Some(Drop::NulInValue)
         } else {
             None
         };
@@ -135,12 +188,17 @@ pub fn from_params(
         // A valid name is ASCII.
         let name = String::from_utf8_lossy(name);
         if !is_passed(&name, extra) {
-            dropped.push((name.into_owned(), "not a CGI variable"));
+            let why = if is_unsafe(&name) {
+                Drop::Unsafe
+            } else {
+                Drop::NotCgi
+            };
+            dropped.push((name.into_owned(), why));
             continue;
         }
         match std::str::from_utf8(value) {
             Ok(v) => env.push((name.into_owned(), v.to_string())),
-            Err(_) => dropped.push((name.into_owned(), "value is not UTF-8")),
+            Err(_) => dropped.push((name.into_owned(), Drop::NotUtf8)),
         }
     }
     // Stable: of equal names the last one pushed is the one kept.
@@ -235,10 +293,18 @@ mod tests {
             assert!(names.contains(&n), "{n} reported: {dropped:?}");
         }
         let why = |n: &str| dropped.iter().find(|(m, _)| m == n).map(|(_, w)| *w);
-        assert_eq!(why("HTTP_PROXY"), Some("HTTP_PROXY (httpoxy)"));
-        assert_eq!(why("BAD-NAME"), Some("invalid name"));
-        assert_eq!(why("HTTP_NUL"), Some("NUL in value"));
-        assert_eq!(why("HTTP_BIN"), Some("value is not UTF-8"));
-        assert_eq!(why("LD_PRELOAD"), Some("not a CGI variable"));
+        assert_eq!(why("HTTP_PROXY"), Some(Drop::Httpoxy));
+        assert_eq!(why("BAD-NAME"), Some(Drop::InvalidName));
+        assert_eq!(why("HTTP_NUL"), Some(Drop::NulInValue));
+        assert_eq!(why("HTTP_BIN"), Some(Drop::NotUtf8));
+        assert_eq!(why("LD_PRELOAD"), Some(Drop::Unsafe));
+        assert_eq!(why("PATH"), Some(Drop::Unsafe));
+        let (_, d) = from_params(&[], &[p("CGIT_CONFIG", b"/x")], &[]);
+        assert_eq!(d, [("CGIT_CONFIG".to_string(), Drop::NotCgi)]);
+        assert!(Drop::NotCgi
+            .explain("CGIT_CONFIG")
+            .contains("pass_env = [\"CGIT_CONFIG\"]"));
+        let (env, d) = from_params(&[], &[p("CGIT_CONFIG", b"/x")], &["CGIT_CONFIG".into()]);
+        assert!(d.is_empty() && env.iter().any(|(n, _)| n == "CGIT_CONFIG"));
     }
 }

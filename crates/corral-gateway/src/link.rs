@@ -44,6 +44,8 @@ pub struct Response {
     /// The CGI head (or an error page) went out: the status is decided.
     pub head_sent: bool,
     pub bytes: u64,
+    /// The HTTP status of the head that went (or will go) out; 0 before.
+    pub status: u16,
 }
 
 impl Response {
@@ -54,6 +56,7 @@ impl Response {
             link,
             head_sent: false,
             bytes: 0,
+            status: 0,
         }
     }
 
@@ -74,6 +77,7 @@ impl Response {
             return Ok(());
         }
         self.head_sent = true;
+        self.status = status;
         let page = corral_fastcgi::error_response(status, message);
         self.stdout(&page).await
     }
@@ -85,6 +89,7 @@ impl Response {
             return Ok(());
         }
         self.head_sent = true;
+        self.status = status;
         let mut out = format!(
             "Status: {status} {}\r\nContent-Type: {content_type}\r\nCache-Control: no-store\r\n\r\n",
             corral_fastcgi::cgi::reason_phrase(status)

@@ -6,6 +6,10 @@
 //! allow_dirs = ["/srv/www/$USER"]      # script locations besides $HOME
 //! unmapped = "owner"                   # "owner": the script's owner; "deny": 403
 //! pass_env = ["APP_ENV"]               # extra params passed to scripts
+//! system_cgi = ["/usr/lib/cgi-bin"]    # root's CGI programs tenants may run
+//!
+//! [interpreters]                       # extension -> interpreter (no shebang needed)
+//! ".php" = "/usr/bin/php-cgi"
 //!
 //! [hosts]                              # Host header (port ignored) -> tenant
 //! "example.com" = "alice"
@@ -68,6 +72,10 @@ struct MapFile {
     #[serde(default)]
     pass_env: Vec<String>,
     #[serde(default)]
+    system_cgi: Vec<String>,
+    #[serde(default)]
+    interpreters: BTreeMap<String, String>,
+    #[serde(default)]
     hosts: BTreeMap<String, String>,
     #[serde(default)]
     docroots: BTreeMap<String, String>,
@@ -82,6 +90,12 @@ pub struct TenantMap {
     pub unmapped: Unmapped,
     /// Names of FastCGI params passed to scripts besides the CGI ones.
     pub pass_env: Vec<String>,
+    /// Trusted directories of root's CGI programs (normalised): a script in
+    /// one runs as the tenant the request is for (see [`crate::safety`]).
+    pub system_cgi: Vec<PathBuf>,
+    /// File name extensions (with the dot) -> the interpreter that runs
+    /// such scripts (argv: interpreter, script), as Apache's `Action`.
+    pub interpreters: Vec<(String, PathBuf)>,
     /// Exact host names (lowercase) -> tenant.
     hosts: BTreeMap<String, String>,
     /// Suffixes from `*.domain` entries (".domain") -> tenant.
@@ -97,6 +111,8 @@ impl Default for TenantMap {
             allow_dirs: Vec::new(),
             unmapped: Unmapped::Owner,
             pass_env: Vec::new(),
+            system_cgi: Vec::new(),
+            interpreters: Vec::new(),
             hosts: BTreeMap::new(),
             wildcards: Vec::new(),
             docroots: Vec::new(),
@@ -189,6 +205,43 @@ impl TenantMap {
                     "a variable name of [A-Za-z0-9_]",
                 ));
             }
+            if crate::cgienv::is_unsafe(name) {
+                return Err(invalid(
+                    format!("pass_env entry {name:?} changes how every program runs"),
+                    "a variable that is not PATH, IFS, ENV, BASH_ENV, GCONV_PATH or LD_*",
+                ));
+            }
+        }
+        for d in &f.system_cgi {
+            let p = normalize(Path::new(d))
+                .filter(|p| p != Path::new("/"))
+                .ok_or_else(|| {
+                    invalid(
+                        format!("system_cgi entry {d:?}"),
+                        "an absolute directory other than / without '..'",
+                    )
+                })?;
+            m.system_cgi.push(p);
+        }
+        for (ext, interp) in f.interpreters {
+            let ok_ext = ext.len() > 1
+                && ext.starts_with('.')
+                && ext[1..]
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            if !ok_ext {
+                return Err(invalid(
+                    format!("[interpreters] key {ext:?}"),
+                    "a file name extension such as \".php\"",
+                ));
+            }
+            let p = normalize(Path::new(&interp)).ok_or_else(|| {
+                invalid(
+                    format!("[interpreters] {ext:?} = {interp:?}"),
+                    "the absolute path of a program without '..'",
+                )
+            })?;
+            m.interpreters.push((ext, p));
         }
         m.allow_dirs = f.allow_dirs;
         m.pass_env = f.pass_env;
@@ -215,6 +268,23 @@ impl TenantMap {
             .iter()
             .find(|(root, _)| script.starts_with(root))
             .map(|(root, t)| (t.clone(), MappedBy::Docroot(root.clone())))
+    }
+
+    /// The trusted system CGI directory `script` (normalised) lies in.
+    pub fn system_dir(&self, script: &Path) -> Option<&Path> {
+        self.system_cgi
+            .iter()
+            .find(|d| script.starts_with(d))
+            .map(|d| d.as_path())
+    }
+
+    /// The interpreter configured for `script`'s extension.
+    pub fn interpreter(&self, script: &Path) -> Option<&Path> {
+        let name = script.file_name()?.to_str()?;
+        self.interpreters
+            .iter()
+            .find(|(ext, _)| name.len() > ext.len() && name.ends_with(ext.as_str()))
+            .map(|(_, p)| p.as_path())
     }
 
     /// The directories a tenant's scripts may live in: the home, then the
@@ -352,6 +422,13 @@ pass_env = ["APP_ENV"]
             "[hosts]\n\"a\" = \"Root\"",
             "[docroots]\n\"rel\" = \"x\"",
             "pass_env = [\"A-B\"]",
+            "pass_env = [\"LD_PRELOAD\"]",
+            "pass_env = [\"PATH\"]",
+            "system_cgi = [\"relative\"]",
+            "system_cgi = [\"/\"]",
+            "system_cgi = [\"/usr/../etc\"]",
+            "[interpreters]\n\"php\" = \"/usr/bin/php-cgi\"",
+            "[interpreters]\n\".php\" = \"php-cgi\"",
             "unknown = 1",
             "unmapped = \"maybe\"",
         ] {
@@ -377,6 +454,27 @@ pass_env = ["APP_ENV"]
                 PathBuf::from("/home/al/cgi")
             ]
         );
+    }
+
+    #[test]
+    fn system_cgi_dirs_and_interpreters() {
+        let m = TenantMap::parse(
+            "system_cgi = [\"/usr/lib/cgi-bin/\", \"/usr/share/gitweb\"]\n[interpreters]\n\".php\" = \"/usr/bin/php-cgi\"\n",
+            Path::new("m"),
+        )
+        .unwrap();
+        assert_eq!(
+            m.system_dir(Path::new("/usr/lib/cgi-bin/cgit.cgi")),
+            Some(Path::new("/usr/lib/cgi-bin"))
+        );
+        assert_eq!(m.system_dir(Path::new("/usr/lib/cgi-binx/a")), None);
+        assert_eq!(m.system_dir(Path::new("/usr/bin/id")), None);
+        assert_eq!(
+            m.interpreter(Path::new("/home/a/index.php")),
+            Some(Path::new("/usr/bin/php-cgi"))
+        );
+        assert_eq!(m.interpreter(Path::new("/home/a/.php")), None);
+        assert_eq!(m.interpreter(Path::new("/home/a/x.cgi")), None);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use crate::control::{pipe, Control, ControlError};
 use crate::link::{Gone, Response};
 use crate::server::Shared;
-use crate::tenants::{Failure, Prepared};
+use crate::tenants::{Ask, Failure, Prepared};
 use crate::{cgienv, log};
 use corral_fastcgi::params::Pair;
 use corral_fastcgi::{cgi_head_to_fastcgi_stdout, CgiHeaderParser};
@@ -33,6 +33,10 @@ const EXIT_WAIT: Duration = Duration::from_secs(1);
 const HOLD_MAX: usize = 1024 * 1024;
 /// Longest stderr line logged as one line.
 const MAX_LOG_LINE: usize = 4096;
+/// Dropped request variable names remembered (each is logged once); past
+/// this many, new names are no longer logged (request headers are the
+/// client's to invent).
+const MAX_DROPPED_NAMES: usize = 1024;
 
 pub struct Input {
     pub params: Vec<Pair>,
@@ -74,8 +78,103 @@ pub async fn serve(shared: Arc<Shared>, mut resp: Response, input: Input) {
         stdin,
         mut abort,
     } = input;
-    let status = run(&shared, &mut resp, params, stdin, &mut abort).await;
-    resp.end(status).await;
+    let start = std::time::Instant::now();
+    // What the access log needs of the params, taken before they move on.
+    let access = shared.access.as_ref().map(|_| AccessFields::of(&params));
+    let mut tenant = None;
+    let app_status = run(&shared, &mut resp, params, stdin, &mut abort, &mut tenant).await;
+    // No head went out: the web server gave up on the request first
+    // (nginx's 499, "client closed request").
+    let status = if resp.status == 0 { 499 } else { resp.status };
+    let bytes = resp.bytes;
+    resp.end(app_status).await;
+    if let (Some(log), Some(a)) = (&shared.access, access) {
+        let time = corral_sandbox::services::log::timestamp(std::time::SystemTime::now());
+        log.record(&log::Access {
+            time: time.trim_end(),
+            tenant: tenant.as_deref().unwrap_or("-"),
+            remote: &a.remote,
+            host: &a.host,
+            method: &a.method,
+            uri: &a.uri,
+            status,
+            bytes,
+            duration_ms: (start.elapsed().as_micros() as f64) / 1000.0,
+            script: &a.script,
+        });
+    }
+}
+
+/// The request params the access log records.
+struct AccessFields {
+    remote: String,
+    host: String,
+    method: String,
+    uri: String,
+    script: String,
+}
+
+impl AccessFields {
+    fn of(params: &[Pair]) -> AccessFields {
+        let get = |n: &str| {
+            cgienv::param(params, n)
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .unwrap_or_default()
+        };
+        let uri = match cgienv::param(params, "REQUEST_URI") {
+            Some(u) => String::from_utf8_lossy(u).into_owned(),
+            None => {
+                let (name, query) = (get("SCRIPT_NAME"), get("QUERY_STRING"));
+                if query.is_empty() {
+                    name
+                } else {
+                    format!("{name}?{query}")
+                }
+            }
+        };
+        let host = match cgienv::param(params, "HTTP_HOST") {
+            Some(h) => String::from_utf8_lossy(h).into_owned(),
+            None => get("SERVER_NAME"),
+        };
+        AccessFields {
+            remote: get("REMOTE_ADDR"),
+            host,
+            method: get("REQUEST_METHOD"),
+            uri,
+            script: get("SCRIPT_FILENAME"),
+        }
+    }
+}
+
+/// Log the request variables left out, each name once per gateway process,
+/// with the rule that dropped it and how to pass it (when it can be).
+fn log_dropped(shared: &Shared, tenant: &str, script: &str, dropped: &[cgienv::Dropped]) {
+    if dropped.is_empty() {
+        return;
+    }
+    let mut seen = shared
+        .dropped_logged
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    for (name, why) in dropped {
+        if seen.contains(name) {
+            continue;
+        }
+        if seen.len() >= MAX_DROPPED_NAMES {
+            if seen.insert(String::new()) {
+                log::line(format_args!(
+                    "{MAX_DROPPED_NAMES} names of dropped request variables logged: further ones are not"
+                ));
+            }
+            return;
+        }
+        seen.insert(name.clone());
+        log::line(format_args!(
+            "[{tenant} {script}] request variable {name} not passed (rule {:?}): {} (logged once per name)",
+            why.rule(),
+            why.explain(name)
+        ));
+    }
 }
 
 async fn run(
@@ -84,56 +183,58 @@ async fn run(
     params: Vec<Pair>,
     stdin: mpsc::Receiver<Vec<u8>>,
     abort: &mut oneshot::Receiver<()>,
+    tenant_out: &mut Option<String>,
 ) -> u32 {
     let start = Instant::now();
     let deadline = start + shared.timeout;
     let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
-    let script = cgienv::param(&params, "SCRIPT_FILENAME")
-        .map(text)
-        .unwrap_or_default();
-    let host = cgienv::param(&params, "HTTP_HOST")
-        .or_else(|| cgienv::param(&params, "SERVER_NAME"))
-        .map(text);
+    let ask = Ask {
+        script_filename: cgienv::param(&params, "SCRIPT_FILENAME")
+            .map(text)
+            .unwrap_or_default(),
+        host: cgienv::param(&params, "HTTP_HOST")
+            .or_else(|| cgienv::param(&params, "SERVER_NAME"))
+            .map(text),
+        document_root: cgienv::param(&params, "DOCUMENT_ROOT").map(text),
+    };
+    let script = ask.script_filename.clone();
     if shared.draining() {
         let _ = resp.error(503, "the gateway is shutting down").await;
         return 0;
     }
     // From the caches right here; a passwd lookup or a sandbox load goes
     // to the blocking pool.
-    let p = match shared.tenants.try_prepare(&script, host.as_deref()) {
+    let p = match shared.tenants.try_prepare(&ask) {
         Ok(Some(p)) => p,
         Ok(None) => {
-            let (s, sf, h) = (shared.clone(), script.clone(), host.clone());
-            match tokio::task::spawn_blocking(move || s.tenants.prepare(&sf, h.as_deref())).await {
+            let s = shared.clone();
+            match tokio::task::spawn_blocking(move || s.tenants.prepare(&ask)).await {
                 Ok(Ok(p)) => p,
-                Ok(Err(f)) => return fail(shared, resp, &script, "-", f).await,
+                Ok(Err(f)) => return fail(shared, resp, &script, tenant_out, f).await,
                 Err(e) => {
                     return fail(
                         shared,
                         resp,
                         &script,
-                        "-",
+                        tenant_out,
                         Failure::new(500, format!("checks panicked: {e}")),
                     )
                     .await
                 }
             }
         }
-        Err(f) => return fail(shared, resp, &script, "-", f).await,
+        Err(f) => return fail(shared, resp, &script, tenant_out, f).await,
     };
     let tenant = p.script.tenant.name.clone();
+    *tenant_out = Some(tenant.clone());
     let base = corral_sandbox::spawn::environment(&p.target.plan, std::iter::empty(), &[]);
     let (env, dropped) = cgienv::from_params(&base, &params, &shared.tenants.map().pass_env);
-    for (name, why) in dropped.iter().filter(|(_, w)| *w != "not a CGI variable") {
-        log::line(format_args!(
-            "[{tenant} {script}] request variable {name} not passed: {why}"
-        ));
-    }
+    log_dropped(shared, &tenant, &script, &dropped);
     let remaining = deadline
         .saturating_duration_since(Instant::now())
         .max(Duration::from_millis(1));
     let req = SpawnRequest {
-        argv: vec![p.script.real.to_string_lossy().into_owned()],
+        argv: p.script.argv(),
         env,
         cwd: p.script.dir.to_string_lossy().into_owned(),
         timeout_ms: remaining.as_millis() as u64,
@@ -148,12 +249,27 @@ async fn run(
     let stdin = cgienv::has_body(&params).then_some(stdin);
     match execute(shared, resp, &p, req, stdin, abort, deadline, &label).await {
         Ok(status) => status,
-        Err(f) => fail(shared, resp, &script, &tenant, f).await,
+        Err(f) => fail(shared, resp, &script, tenant_out, f).await,
     }
 }
 
-async fn fail(shared: &Shared, resp: &mut Response, script: &str, tenant: &str, f: Failure) -> u32 {
-    log::line(format_args!("{} [{tenant} {script}] {}", f.status, f.what));
+/// Log the failure (naming the tenant when it is known) and answer it.
+async fn fail(
+    shared: &Shared,
+    resp: &mut Response,
+    script: &str,
+    tenant: &mut Option<String>,
+    f: Failure,
+) -> u32 {
+    if tenant.is_none() {
+        tenant.clone_from(&f.tenant);
+    }
+    log::line(format_args!(
+        "{} [{} {script}] {}",
+        f.status,
+        tenant.as_deref().unwrap_or("-"),
+        f.what
+    ));
     if f.suspended {
         let _ = resp
             .page(
@@ -361,6 +477,7 @@ async fn stream(
                     None if resp.head_sent => send(resp, &buf[..n], hard).await?,
                     None => match parser.feed(&buf[..n]) {
                         Ok(Some(head)) => {
+                            resp.status = head.status;
                             let mut first = cgi_head_to_fastcgi_stdout(&head);
                             first.extend_from_slice(&buf[head.body_start..n]);
                             held = Some(first);
@@ -382,7 +499,12 @@ async fn stream(
                 }
                 // Never exec'd, so it wrote nothing: no head can have gone out.
                 Ok(Reply::Failed { step, errno }) => {
-                    return Err(Failure::new(502, format!("could not start the script: {}", corral_sandbox::proto::Failure::from_raw(step, errno))));
+                    let hint = if errno == libc::ENOEXEC {
+                        " (no #! line: give it one, or map its extension to an interpreter in the map file's [interpreters])"
+                    } else {
+                        ""
+                    };
+                    return Err(Failure::new(502, format!("could not start the script: {}{hint}", corral_sandbox::proto::Failure::from_raw(step, errno))));
                 }
                 Ok(other) => log::line(format_args!("[{label}] unexpected message from the tenant init: {other:?}")),
                 Err(e) => {

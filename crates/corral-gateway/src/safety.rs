@@ -16,6 +16,17 @@
 //! 6. its directory is owned by the tenant (or root) and not writable by
 //!    group or others.
 //!
+//! **System CGI programs** (the map's `system_cgi` directories: cgit,
+//! gitweb, mailman...) are root's, not the tenant's: a script whose path
+//! lies in such a directory runs as the tenant the request is for — the
+//! map's `[hosts]` entry, else the `[docroots]` entry or (with `unmapped =
+//! "owner"`) the owner of the space holding `DOCUMENT_ROOT` — and must
+//! resolve inside a listed directory, be a regular file owned by root, not
+//! writable by group or others, not setuid/setgid, executable, in
+//! directories that are root's and not writable by group or others from the
+//! listed one down. A root-owned program anywhere else is refused (rule 3:
+//! root's space is no tenant's).
+//!
 //! Every look at the filesystem from rule 4 on is made with the tenant's
 //! filesystem identity ([`crate::fsid`]), never root's, and rule 2's walk
 //! (without a map) follows only root's own components: a symlink a tenant
@@ -38,6 +49,8 @@ pub struct Refusal {
     pub status: u16,
     pub rule: &'static str,
     pub detail: String,
+    /// The tenant the request was for, once known (for the log).
+    pub tenant: Option<String>,
 }
 
 impl std::fmt::Display for Refusal {
@@ -46,11 +59,20 @@ impl std::fmt::Display for Refusal {
     }
 }
 
+impl Refusal {
+    /// The same refusal, naming the tenant it was for (unless one is named).
+    fn for_tenant(mut self, name: &str) -> Refusal {
+        self.tenant.get_or_insert_with(|| name.to_string());
+        self
+    }
+}
+
 fn refuse(status: u16, rule: &'static str, detail: impl Into<String>) -> Refusal {
     Refusal {
         status,
         rule,
         detail: detail.into(),
+        tenant: None,
     }
 }
 
@@ -120,6 +142,21 @@ pub struct CheckedScript {
     pub real: PathBuf,
     /// Its directory: the script's working directory.
     pub dir: PathBuf,
+    /// Runs through this interpreter (the map's `[interpreters]`).
+    pub interpreter: Option<PathBuf>,
+    /// A system CGI program (root's, in a `system_cgi` directory).
+    pub system: bool,
+}
+
+impl CheckedScript {
+    /// The command line that runs it: `[script]`, or `[interpreter, script]`.
+    pub fn argv(&self) -> Vec<String> {
+        let script = self.real.to_string_lossy().into_owned();
+        match &self.interpreter {
+            Some(i) => vec![i.to_string_lossy().into_owned(), script],
+            None => vec![script],
+        }
+    }
 }
 
 /// Who the tenant is, before its passwd entry is looked up (which may
@@ -151,6 +188,8 @@ pub struct Located {
     pub key: UserKey,
     mapped_by: Option<MappedBy>,
     requested: PathBuf,
+    /// The `system_cgi` directory the path lies in.
+    system: Option<PathBuf>,
 }
 
 /// The passwd lookups the checks make: None when the answer is not at hand
@@ -163,7 +202,20 @@ pub fn check(
     host: Option<&str>,
     map: &TenantMap,
 ) -> Result<CheckedScript, Refusal> {
-    let r = check_with(script_filename, host, map, &mut |k| Some(k.lookup()))?;
+    check_in(script_filename, host, None, map)
+}
+
+/// [`check`], with the request's `DOCUMENT_ROOT` (which chooses the tenant
+/// of a system CGI program when no `[hosts]` entry does).
+pub fn check_in(
+    script_filename: &str,
+    host: Option<&str>,
+    document_root: Option<&str>,
+    map: &TenantMap,
+) -> Result<CheckedScript, Refusal> {
+    let r = check_with(script_filename, host, document_root, map, &mut |k| {
+        Some(k.lookup())
+    })?;
     Ok(r.expect("blocking lookups always answer"))
 }
 
@@ -180,28 +232,55 @@ pub fn check(
 pub fn check_with(
     script_filename: &str,
     host: Option<&str>,
+    document_root: Option<&str>,
     map: &TenantMap,
     users: &mut LookupUser<'_>,
 ) -> Result<Option<CheckedScript>, Refusal> {
-    let found = locate(script_filename, host, map)?;
+    let found = locate(script_filename, host, document_root, map)?;
     let space = match users(&found.key) {
-        Some(r) => r?,
+        Some(r) => r.map_err(|r| match &found.key {
+            UserKey::Name(n) => r.for_tenant(n),
+            UserKey::Uid(u) => r.for_tenant(&format!("uid {u}")),
+        })?,
         None => return Ok(None),
     };
     // Never look at anything on behalf of root or a system account.
-    min_uid(&space, map)?;
-    let (real, meta) = as_user(&space, || resolve(&found.requested))??;
+    min_uid(&space, map).map_err(|r| r.for_tenant(&space.name))?;
+    if found.system.is_some() {
+        let name = space.name.clone();
+        let id = space.clone();
+        return as_user(&id, || verify_system(found, space, map))
+            .and_then(|r| r)
+            .map(Some)
+            .map_err(|r| r.for_tenant(&name));
+    }
+    check_tenant_script(found, space, map, users)
+}
+
+/// Rules 4–6 for a script of the tenant's own.
+fn check_tenant_script(
+    found: Located,
+    space: TenantUser,
+    map: &TenantMap,
+    users: &mut LookupUser<'_>,
+) -> Result<Option<CheckedScript>, Refusal> {
+    let (real, meta) =
+        as_user(&space, || resolve(&found.requested))?.map_err(|r| r.for_tenant(&space.name))?;
     // Without a map the tenant is the owner of the script; a file of another
     // user's in this space (or reached from it through a link) is checked as
     // that user's, which its areas then refuse.
     let tenant = match found.key {
         UserKey::Uid(u) if u != meta.uid() => match users(&UserKey::Uid(meta.uid())) {
-            Some(r) => r?,
+            Some(r) => r.map_err(|r| r.for_tenant(&space.name))?,
             None => return Ok(None),
         },
         _ => space.clone(),
     };
-    as_user(&space, || verify(found, real, meta, tenant, map))?.map(Some)
+    let name = tenant.name.clone();
+    as_user(&space, || verify(found, real, meta, tenant, map))
+        .and_then(|r| r)
+        .map(Some)
+        .map_err(|r| r.for_tenant(&name))
 }
 
 /// Run `f` with this thread's filesystem identity switched to `u`'s.
@@ -236,6 +315,7 @@ fn min_uid(tenant: &TenantUser, map: &TenantMap) -> Result<(), Refusal> {
 pub fn locate(
     script_filename: &str,
     host: Option<&str>,
+    document_root: Option<&str>,
     map: &TenantMap,
 ) -> Result<Located, Refusal> {
     if script_filename.is_empty() {
@@ -270,6 +350,9 @@ pub fn locate(
             format!("{script_filename:?} is not a plain absolute path"),
         )
     })?;
+    if let Some(dir) = map.system_dir(&requested) {
+        return locate_system(&requested, dir, host, document_root, map);
+    }
     let (key, mapped_by) = match map.lookup(host, &requested) {
         Some((name, by)) => (UserKey::Name(name), Some(by)),
         None if map.unmapped == Unmapped::Deny => {
@@ -292,7 +375,256 @@ pub fn locate(
         key,
         mapped_by,
         requested,
+        system: None,
     })
+}
+
+/// Whose request a system CGI program serves: the map's `[hosts]` entry,
+/// else its `[docroots]` entry for `DOCUMENT_ROOT`, else (`unmapped =
+/// "owner"`) the owner of the space `DOCUMENT_ROOT` lies in.
+fn locate_system(
+    requested: &Path,
+    dir: &Path,
+    host: Option<&str>,
+    document_root: Option<&str>,
+    map: &TenantMap,
+) -> Result<Located, Refusal> {
+    let root = document_root
+        .filter(|r| !r.is_empty())
+        .map(|r| {
+            normalize(Path::new(r)).ok_or_else(|| {
+                refuse(
+                    403,
+                    "document-root",
+                    format!("DOCUMENT_ROOT {r:?} is not an absolute path without '..'"),
+                )
+            })
+        })
+        .transpose()?;
+    let mapped = match &root {
+        Some(r) => map.lookup(host, r),
+        // Only a host can map it: docroots match no script in a system dir.
+        None => map
+            .lookup(host, dir)
+            .filter(|(_, by)| matches!(by, MappedBy::Host(_))),
+    };
+    let (key, mapped_by) = match mapped {
+        Some((name, by)) => (UserKey::Name(name), Some(by)),
+        None if map.unmapped == Unmapped::Deny => {
+            return Err(refuse(
+                403,
+                "unmapped",
+                format!(
+                    "system CGI {}: no [hosts] or [docroots] entry matches host {:?} or DOCUMENT_ROOT {:?}",
+                    requested.display(),
+                    host.unwrap_or(""),
+                    document_root.unwrap_or("")
+                ),
+            ))
+        }
+        None => {
+            let Some(root) = root else {
+                return Err(refuse(
+                    403,
+                    "document-root",
+                    format!(
+                        "system CGI {}: no DOCUMENT_ROOT (nor a [hosts] entry) says which tenant it runs for",
+                        requested.display()
+                    ),
+                ));
+            };
+            let uid = space_owner(&root).map_err(|e| {
+                refuse(
+                    403,
+                    "document-root",
+                    format!("DOCUMENT_ROOT {}: {e}", root.display()),
+                )
+            })?;
+            (UserKey::Uid(uid), None)
+        }
+    };
+    Ok(Located {
+        key,
+        mapped_by,
+        requested: requested.to_path_buf(),
+        system: Some(dir.to_path_buf()),
+    })
+}
+
+/// Rules for a system CGI program in `dir`, run for `tenant`: it resolves
+/// inside a listed directory, is root's regular file, not writable by group
+/// or others, not setuid/setgid, executable; every directory from the listed
+/// one down to it is root's and not writable by group or others.
+fn verify_system(
+    found: Located,
+    tenant: TenantUser,
+    map: &TenantMap,
+) -> Result<CheckedScript, Refusal> {
+    let Located {
+        mapped_by,
+        requested,
+        ..
+    } = found;
+    let (real, meta) = resolve(&requested)?;
+    let top = map
+        .system_cgi
+        .iter()
+        .filter_map(|d| std::fs::canonicalize(d).ok())
+        .find(|d| real.starts_with(d))
+        .ok_or_else(|| {
+            refuse(
+                403,
+                "symlink-escape",
+                format!(
+                    "{} resolves to {}, outside the system CGI directories ({})",
+                    requested.display(),
+                    real.display(),
+                    show(&map.system_cgi)
+                ),
+            )
+        })?;
+    let interpreter = file_rules(&real, &meta, map, |uid| {
+        (uid != 0).then(|| {
+            format!(
+                "system CGI {} is owned by uid {uid}, not by root",
+                real.display()
+            )
+        })
+    })?;
+    let mut d = real.parent().unwrap_or(Path::new("/"));
+    loop {
+        dir_rules(d, |uid| {
+            (uid != 0).then(|| {
+                format!(
+                    "directory {} of system CGI {} is owned by uid {uid}, not by root",
+                    d.display(),
+                    real.display()
+                )
+            })
+        })?;
+        if d == top || !d.starts_with(&top) {
+            break;
+        }
+        d = d.parent().unwrap_or(Path::new("/"));
+    }
+    Ok(CheckedScript {
+        tenant,
+        mapped_by,
+        dir: real.parent().unwrap_or(Path::new("/")).to_path_buf(),
+        requested,
+        real,
+        interpreter,
+        system: true,
+    })
+}
+
+/// Rule 5 on the file a script resolved to: a regular file whose owner
+/// `wrong_owner` accepts (None) or refuses (why), then [`file_mode_rules`].
+fn file_rules(
+    real: &Path,
+    meta: &std::fs::Metadata,
+    map: &TenantMap,
+    wrong_owner: impl FnOnce(u32) -> Option<String>,
+) -> Result<Option<PathBuf>, Refusal> {
+    if !meta.file_type().is_file() {
+        return Err(refuse(
+            403,
+            "regular-file",
+            format!("{} is not a regular file", real.display()),
+        ));
+    }
+    if let Some(why) = wrong_owner(meta.uid()) {
+        return Err(refuse(403, "owner", why));
+    }
+    file_mode_rules(real, meta, map)
+}
+
+/// Rule 6 on a script's directory: an owner `wrong_owner` accepts, not
+/// writable by group or others.
+fn dir_rules(d: &Path, wrong_owner: impl FnOnce(u32) -> Option<String>) -> Result<(), Refusal> {
+    let dm = std::fs::metadata(d)
+        .map_err(|e| refuse(403, "dir", format!("stat {}: {e}", d.display())))?;
+    if let Some(why) = wrong_owner(dm.uid()) {
+        return Err(refuse(403, "dir-owner", why));
+    }
+    if dm.mode() & 0o022 != 0 {
+        return Err(refuse(
+            403,
+            "dir-writable",
+            format!(
+                "directory {} is writable by group or others (mode {:04o})",
+                d.display(),
+                dm.mode() & 0o7777
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The rules on a script's mode (not writable by group or others, not
+/// setuid/setgid, executable unless an interpreter runs it) and on that
+/// interpreter (root's, not writable by group or others). Returns the
+/// interpreter.
+fn file_mode_rules(
+    real: &Path,
+    meta: &std::fs::Metadata,
+    map: &TenantMap,
+) -> Result<Option<PathBuf>, Refusal> {
+    let mode = meta.mode();
+    if mode & 0o022 != 0 {
+        return Err(refuse(
+            403,
+            "writable",
+            format!(
+                "{} is writable by group or others (mode {:04o})",
+                real.display(),
+                mode & 0o7777
+            ),
+        ));
+    }
+    if mode & (libc::S_ISUID | libc::S_ISGID) != 0 {
+        return Err(refuse(
+            403,
+            "setid",
+            format!(
+                "{} is setuid or setgid (mode {:04o})",
+                real.display(),
+                mode & 0o7777
+            ),
+        ));
+    }
+    let Some(interp) = map.interpreter(real) else {
+        if mode & 0o100 == 0 {
+            return Err(refuse(
+                403,
+                "executable",
+                format!(
+                    "{} is not executable by its owner (mode {:04o})",
+                    real.display(),
+                    mode & 0o7777
+                ),
+            ));
+        }
+        return Ok(None);
+    };
+    // The interpreter is a host program: root's and not writable by anyone
+    // else, like a system CGI program (a tenant cannot name one: the map does).
+    let bad = |why: String| refuse(500, "interpreter", why);
+    let im = std::fs::metadata(interp)
+        .map_err(|e| bad(format!("interpreter {}: {e}", interp.display())))?;
+    if !im.file_type().is_file()
+        || im.uid() != 0
+        || im.mode() & 0o022 != 0
+        || im.mode() & 0o111 == 0
+    {
+        return Err(bad(format!(
+            "interpreter {} must be an executable regular file owned by root, not writable by group or others (uid {}, mode {:04o})",
+            interp.display(),
+            im.uid(),
+            im.mode() & 0o7777
+        )));
+    }
+    Ok(Some(interp.to_path_buf()))
 }
 
 fn not_found(p: &Path, e: std::io::Error) -> Refusal {
@@ -437,93 +769,34 @@ fn verify(
         ));
     }
 
-    let ft = meta.file_type();
-    if !ft.is_file() {
-        return Err(refuse(
-            403,
-            "regular-file",
-            format!("{} is not a regular file", real.display()),
-        ));
-    }
-    if meta.uid() != tenant.uid {
-        return Err(refuse(
-            403,
-            "owner",
+    let interpreter = file_rules(&real, &meta, map, |uid| {
+        (uid != tenant.uid).then(|| {
             format!(
-                "{} is owned by uid {}, not by {} (uid {})",
+                "{} is owned by uid {uid}, not by {} (uid {})",
                 real.display(),
-                meta.uid(),
                 tenant.name,
                 tenant.uid
-            ),
-        ));
-    }
-    let mode = meta.mode();
-    if mode & 0o022 != 0 {
-        return Err(refuse(
-            403,
-            "writable",
-            format!(
-                "{} is writable by group or others (mode {:04o})",
-                real.display(),
-                mode & 0o7777
-            ),
-        ));
-    }
-    if mode & (libc::S_ISUID | libc::S_ISGID) != 0 {
-        return Err(refuse(
-            403,
-            "setid",
-            format!(
-                "{} is setuid or setgid (mode {:04o})",
-                real.display(),
-                mode & 0o7777
-            ),
-        ));
-    }
-    if mode & 0o100 == 0 {
-        return Err(refuse(
-            403,
-            "executable",
-            format!(
-                "{} is not executable by its owner (mode {:04o})",
-                real.display(),
-                mode & 0o7777
-            ),
-        ));
-    }
+            )
+        })
+    })?;
     let dir = real.parent().unwrap_or(Path::new("/")).to_path_buf();
-    let dmeta = std::fs::metadata(&dir)
-        .map_err(|e| refuse(403, "dir", format!("stat {}: {e}", dir.display())))?;
-    if dmeta.uid() != tenant.uid && dmeta.uid() != 0 {
-        return Err(refuse(
-            403,
-            "dir-owner",
+    dir_rules(&dir, |uid| {
+        (uid != tenant.uid && uid != 0).then(|| {
             format!(
-                "directory {} is owned by uid {}, not by {} or root",
+                "directory {} is owned by uid {uid}, not by {} or root",
                 dir.display(),
-                dmeta.uid(),
                 tenant.name
-            ),
-        ));
-    }
-    if dmeta.mode() & 0o022 != 0 {
-        return Err(refuse(
-            403,
-            "dir-writable",
-            format!(
-                "directory {} is writable by group or others (mode {:04o})",
-                dir.display(),
-                dmeta.mode() & 0o7777
-            ),
-        ));
-    }
+            )
+        })
+    })?;
     Ok(CheckedScript {
         tenant,
         mapped_by,
         requested,
         real,
         dir,
+        interpreter,
+        system: false,
     })
 }
 
@@ -583,7 +856,7 @@ mod tests {
                 k => k.lookup(),
             })
         };
-        Ok(check_with(path, None, map, &mut users)?.unwrap())
+        Ok(check_with(path, None, None, map, &mut users)?.unwrap())
     }
 
     fn rule(r: Result<CheckedScript, Refusal>) -> &'static str {

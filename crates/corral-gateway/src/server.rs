@@ -67,6 +67,9 @@ pub struct Options {
     pub socket_gid: Option<u32>,
     /// The page (HTML) a suspended tenant's visitors get with 503.
     pub suspended_page: String,
+    /// Where the access log goes (one JSON line per request); None: no
+    /// access log.
+    pub access_log: Option<log::AccessTarget>,
 }
 
 /// The built-in suspended page.
@@ -113,6 +116,11 @@ pub struct Shared {
     /// fresh process's: its scripts take them (bounded like `corral run`'s),
     /// as a CGI forked by fcgiwrap would. Read once at start.
     pub attrs: Option<corral_sandbox::proto::ProcAttrs>,
+    /// One JSON line per request (`--access-log`).
+    pub access: Option<log::AccessLog>,
+    /// Names of dropped request variables already logged (each is logged
+    /// once per gateway process).
+    pub dropped_logged: std::sync::Mutex<std::collections::HashSet<String>>,
     drain: watch::Sender<bool>,
 }
 
@@ -134,6 +142,13 @@ pub async fn run(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Result
     let (drain, _) = watch::channel(false);
     let devnull =
         std::fs::File::open("/dev/null").map_err(|e| anyhow::anyhow!("open /dev/null: {e}"))?;
+    let access = match &opts.access_log {
+        Some(t) => Some(
+            log::AccessLog::open(t.clone())
+                .map_err(|e| anyhow::anyhow!("--access-log {}: {e}", show_access(t)))?,
+        ),
+        None => None,
+    };
     let shared = Arc::new(Shared {
         tenants: Tenants::new(sandboxes, map),
         timeout: opts.timeout,
@@ -143,6 +158,8 @@ pub async fn run(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Result
         inflight: InFlight::default(),
         devnull,
         attrs: corral_sandbox::proto::ProcAttrs::of_self_unless_default(),
+        access,
+        dropped_logged: Default::default(),
         drain,
     });
     let mut term = signal(SignalKind::terminate())?;
@@ -230,7 +247,23 @@ pub async fn run(opts: Options, sandboxes: Box<dyn Sandboxes>) -> anyhow::Result
     Ok(())
 }
 
+fn show_access(t: &log::AccessTarget) -> String {
+    match t {
+        log::AccessTarget::Stderr => "-".into(),
+        log::AccessTarget::File(p) => p.display().to_string(),
+    }
+}
+
 fn reload(opts: &Options, shared: &Shared) {
+    if let Some(a) = &shared.access {
+        match a.reopen() {
+            Ok(()) => {}
+            Err(e) => log::line(format_args!(
+                "SIGHUP: reopen the access log {}: {e}; still writing to the old file",
+                show_access(a.target())
+            )),
+        }
+    }
     let Some(p) = &opts.map_file else {
         log::line(format_args!("SIGHUP: no map file to reload"));
         return;

@@ -39,6 +39,8 @@ pub struct Failure {
     pub what: String,
     /// The tenant is suspended: the answer is the suspended page.
     pub suspended: bool,
+    /// The tenant the request was for, when known before the failure.
+    pub tenant: Option<String>,
 }
 
 impl Failure {
@@ -47,6 +49,7 @@ impl Failure {
             status,
             what: what.into(),
             suspended: false,
+            tenant: None,
         }
     }
 }
@@ -57,8 +60,18 @@ impl From<safety::Refusal> for Failure {
             status: r.status,
             what: r.to_string(),
             suspended: false,
+            tenant: r.tenant,
         }
     }
+}
+
+/// What a request says about its script: `SCRIPT_FILENAME`, the host
+/// (`HTTP_HOST`, else `SERVER_NAME`) and `DOCUMENT_ROOT`.
+#[derive(Debug, Clone, Default)]
+pub struct Ask {
+    pub script_filename: String,
+    pub host: Option<String>,
+    pub document_root: Option<String>,
 }
 
 /// A request ready to run.
@@ -189,34 +202,32 @@ impl Tenants {
     /// Checks, sandbox, entry slot from the caches alone: None when a
     /// passwd lookup or a sandbox load is needed (then [`Self::prepare`],
     /// off the runtime). Never blocks for long.
-    pub fn try_prepare(
-        &self,
-        script_filename: &str,
-        host: Option<&str>,
-    ) -> Result<Option<Prepared>, Failure> {
-        self.prepare_with(script_filename, host, false)
+    pub fn try_prepare(&self, ask: &Ask) -> Result<Option<Prepared>, Failure> {
+        self.prepare_with(ask, false)
     }
 
     /// Checks, sandbox (brought up if needed), entry slot. May block.
-    pub fn prepare(&self, script_filename: &str, host: Option<&str>) -> Result<Prepared, Failure> {
+    pub fn prepare(&self, ask: &Ask) -> Result<Prepared, Failure> {
         Ok(self
-            .prepare_with(script_filename, host, true)?
+            .prepare_with(ask, true)?
             .expect("a blocking prepare always ends"))
     }
 
-    fn prepare_with(
-        &self,
-        script_filename: &str,
-        host: Option<&str>,
-        may_block: bool,
-    ) -> Result<Option<Prepared>, Failure> {
+    fn prepare_with(&self, ask: &Ask, may_block: bool) -> Result<Option<Prepared>, Failure> {
         let map = self.map();
         let mut users = |k: &safety::UserKey| match self.users.cached(k) {
             Some(u) => Some(u),
             None if may_block => Some(self.users.lookup(k)),
             None => None,
         };
-        let Some(script) = safety::check_with(script_filename, host, &map, &mut users)? else {
+        let Some(script) = safety::check_with(
+            &ask.script_filename,
+            ask.host.as_deref(),
+            ask.document_root.as_deref(),
+            &map,
+            &mut users,
+        )?
+        else {
             return Ok(None);
         };
         // Before the sandbox: a suspended tenant's is not brought up.
@@ -225,14 +236,20 @@ impl Tenants {
                 status: 503,
                 what: format!("suspended: {reason}"),
                 suspended: true,
+                tenant: Some(script.tenant.name.clone()),
             });
         }
-        let sandbox = match self.cached(&script.tenant.name) {
+        let name = &script.tenant.name;
+        let with_tenant = |mut f: Failure| {
+            f.tenant.get_or_insert_with(|| name.clone());
+            f
+        };
+        let sandbox = match self.cached(name) {
             Some(s) => s,
-            None if may_block => self.load_sandbox(&script.tenant.name)?,
+            None if may_block => self.load_sandbox(name).map_err(with_tenant)?,
             None => return Ok(None),
         };
-        let slot = sandbox.slot()?;
+        let slot = sandbox.slot().map_err(with_tenant)?;
         Ok(Some(Prepared {
             script,
             target: sandbox.target.clone(),

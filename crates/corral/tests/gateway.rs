@@ -802,24 +802,7 @@ mod gw {
         dir_name: String,
     }
 
-    #[derive(Debug)]
-    pub struct Resp {
-        pub status: u16,
-        pub headers: Vec<(String, String)>,
-        pub body: Vec<u8>,
-    }
-
-    impl Resp {
-        pub fn header(&self, name: &str) -> Option<&str> {
-            self.headers
-                .iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.as_str())
-        }
-        pub fn text(&self) -> String {
-            String::from_utf8_lossy(&self.body).into_owned()
-        }
-    }
+    pub type Resp = HttpResp;
 
     impl Stack {
         /// `overrides`: per-tenant profile overrides; `timeout`: the gateway's, in seconds.
@@ -1042,25 +1025,7 @@ mod gw {
             headers: &[(&str, &str)],
             body: &[u8],
         ) -> Resp {
-            let mut c =
-                std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect to nginx");
-            c.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
-            let mut head = format!("{method} {path} HTTP/1.0\r\n");
-            if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
-                head.push_str("Host: 127.0.0.1\r\n");
-            }
-            for (n, v) in headers {
-                head.push_str(&format!("{n}: {v}\r\n"));
-            }
-            if !body.is_empty() || method == "POST" {
-                head.push_str(&format!("Content-Length: {}\r\n", body.len()));
-            }
-            head.push_str("\r\n");
-            c.write_all(head.as_bytes()).unwrap();
-            c.write_all(body).unwrap();
-            let mut raw = Vec::new();
-            c.read_to_end(&mut raw).expect("read the response");
-            parse_response(&raw)
+            http_request(self.port, method, path, headers, body)
         }
 
         fn stop_nginx(&mut self) {
@@ -1108,39 +1073,7 @@ mod gw {
 
     /// Signal a child we started, wait (bounded), then SIGKILL it.
     pub fn stop(c: &mut Child, sig: nix::sys::signal::Signal, grace: Duration) {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(c.id() as i32), sig);
-        let start = Instant::now();
-        while start.elapsed() < grace {
-            if let Ok(Some(_)) = c.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = c.kill();
-        let _ = c.wait();
-    }
-
-    fn parse_response(raw: &[u8]) -> Resp {
-        let split = raw
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .unwrap_or_else(|| panic!("no HTTP head in {:?}", String::from_utf8_lossy(raw)));
-        let head = String::from_utf8_lossy(&raw[..split]).into_owned();
-        let mut lines = head.split("\r\n");
-        let status = lines
-            .next()
-            .and_then(|l| l.split(' ').nth(1))
-            .and_then(|c| c.parse().ok())
-            .expect("status line");
-        let headers = lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
-            .collect();
-        Resp {
-            status,
-            headers,
-            body: raw[split + 4..].to_vec(),
-        }
+        stop_child(c, sig, grace)
     }
 
     pub fn set_mode(p: &Path, mode: u32) {

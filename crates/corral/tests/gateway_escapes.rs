@@ -76,8 +76,13 @@ impl Gw {
     }
 
     fn start(listen: &str, args: &[&str]) -> Gw {
+        Gw::start_with_profile(listen, args, "")
+    }
+
+    /// With `extra` appended to the default profile (e.g. a [[mount]]).
+    fn start_with_profile(listen: &str, args: &[&str], extra: &str) -> Gw {
         let env = Env::new();
-        env.default_profile_with("");
+        env.default_profile_with(extra);
         let tmp = tempfile::Builder::new()
             .prefix("corral-gwesc-test")
             .tempdir_in("/var/tmp")
@@ -177,6 +182,19 @@ impl Gw {
         let mut raw = Vec::new();
         let _ = c.read_to_end(&mut raw);
         Answer::parse(&raw)
+    }
+
+    /// One request as root for `script` (GET, plus `more` params): the
+    /// answer and the gateway's log lines written meanwhile.
+    fn ask_logged(&self, script: &Path, more: &[(&str, &str)]) -> (Answer, String) {
+        let before = self.log().len();
+        let mut params = vec![
+            ("SCRIPT_FILENAME", script.to_str().unwrap()),
+            ("REQUEST_METHOD", "GET"),
+        ];
+        params.extend_from_slice(more);
+        let a = self.request(&params).expect("an answer");
+        (a, self.log()[before..].to_string())
     }
 
     /// Start a client as `tenant` (a real process with the tenant's uid and
@@ -351,6 +369,14 @@ fn request_bytes(id: u16, params: &[(&str, &str)], end_stdin: bool) -> Vec<u8> {
         encode_stream_end(Stream::Stdin, id, &mut out);
     }
     out
+}
+
+/// Log text without each line's leading timestamp.
+fn without_times(log: &str) -> String {
+    log.lines()
+        .map(|l| l.split_once(' ').map_or(l, |(_, rest)| rest))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn set_mode(p: &Path, mode: u32) {
@@ -676,8 +702,8 @@ fn a_symlink_cannot_probe_host_paths_only_root_can_see() {
                     ("REQUEST_METHOD", "GET"),
                 ])
                 .expect("an answer");
-            // The log line, with the name asked for taken out.
-            let log = g.log()[before..]
+            // The log line, with its time and the name asked for taken out.
+            let log = without_times(&g.log()[before..])
                 .replace(p.to_str().unwrap(), "PATH")
                 .replace(secret.to_str().unwrap(), "TARGET")
                 .replace(missing.to_str().unwrap(), "TARGET");
@@ -697,5 +723,166 @@ fn a_symlink_cannot_probe_host_paths_only_root_can_see() {
         let (a, _) = ask(ok);
         assert_eq!(a.status, 200, "mapped={mapped}: {a:?}");
         let _ = std::fs::remove_file(hidden.path().with_extension("map.toml"));
+    }
+}
+
+/// System CGI directories (issue 19): only the directories the operator
+/// lists, only regular files owned by root and not writable by group or
+/// others, in root's directories. A request cannot run an arbitrary
+/// root-owned program, nor reach one through a link, `..`, a tenant's file
+/// or directory placed in a listed directory; a good one runs as the
+/// tenant whose document root the request names, inside its sandbox.
+#[test]
+fn system_cgi_directories_open_no_hole() {
+    // Not under /var/tmp: that is a link to /tmp inside the sandboxes.
+    let sys = tempfile::Builder::new()
+        .prefix("corral-gwesc-sys")
+        .tempdir_in("/srv")
+        .unwrap();
+    let sysd = sys.path().to_path_buf();
+    set_mode(&sysd, 0o755);
+    let program = |name: &str, mode: u32| {
+        let p = sysd.join(name);
+        std::fs::write(&p, ENV_CGI).unwrap();
+        set_mode(&p, mode);
+        p
+    };
+    let good = program("good.cgi", 0o755);
+    program("gw.cgi", 0o775);
+    program("setuid.cgi", 0o4755);
+    program("noexec.cgi", 0o644);
+    let theirs = program("theirs.cgi", 0o755);
+    let t1 = corral_users::Db::system()
+        .user_by_name(T1)
+        .unwrap()
+        .unwrap();
+    nix::unistd::chown(&theirs, Some(t1.uid.into()), None).unwrap();
+    std::os::unix::fs::symlink("/usr/bin/id", sysd.join("link.cgi")).unwrap();
+    let sub = sysd.join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    set_mode(&sub, 0o755);
+    std::fs::copy(&good, sub.join("in-tenant-dir.cgi")).unwrap();
+    set_mode(&sub.join("in-tenant-dir.cgi"), 0o755);
+    nix::unistd::chown(&sub, Some(t1.uid.into()), None).unwrap();
+    let open = sysd.join("open");
+    std::fs::create_dir(&open).unwrap();
+    set_mode(&open, 0o777);
+    std::fs::copy(&good, open.join("x.cgi")).unwrap();
+    set_mode(&open.join("x.cgi"), 0o755);
+
+    // Removed when the test ends, also when it fails.
+    let map = tempfile::Builder::new()
+        .prefix("corral-gwesc-sys")
+        .suffix(".toml")
+        .tempfile_in("/var/tmp")
+        .unwrap();
+    std::fs::write(
+        map.path(),
+        format!("system_cgi = [{:?}]\n", sysd.display().to_string()),
+    )
+    .unwrap();
+    // The listed directory is visible in the sandboxes, as /usr/lib/cgi-bin is.
+    let bind = format!(
+        "[[mount]]\ntype = \"ro-bind\"\nsrc = {:?}\n",
+        sysd.display().to_string()
+    );
+    let g = Gw::start_with_profile("unix:", &["--map", map.path().to_str().unwrap()], &bind);
+    let docroot = g.dir(T1);
+    let ask = |script: &Path, docroot: &Path| {
+        g.ask_logged(script, &[("DOCUMENT_ROOT", docroot.to_str().unwrap())])
+    };
+    let refused = |script: &Path, docroot: &Path, rule: &str| {
+        let (a, log) = ask(script, docroot);
+        assert_eq!(a.status, 403, "{} answered {a:?}", script.display());
+        assert!(
+            log.contains(&format!("rule \"{rule}\"")),
+            "{}: expected rule {rule}: {log}",
+            script.display()
+        );
+        log
+    };
+
+    // The good program runs as the tenant whose document root it is, in
+    // its sandbox (its uid), and the log names that tenant.
+    let (a, _) = ask(&good, &docroot);
+    assert_eq!(a.status, 200, "{a:?}");
+    assert!(a.body.contains(&format!("uid={}", t1.uid)), "{a:?}");
+    assert!(g.env.init_pid(T1) > 0, "T1's sandbox is up");
+
+    // Any other root-owned program: root's space is no tenant's.
+    refused(Path::new("/usr/bin/id"), &docroot, "min-uid");
+    // Out of the listed directory with '..', or through a link.
+    let dotdot = format!("{}/../../../usr/bin/id", sysd.display());
+    refused(Path::new(&dotdot), &docroot, "dotdot");
+    refused(&sysd.join("link.cgi"), &docroot, "symlink-escape");
+    // Unsafe files and directories in the listed directory.
+    refused(&sysd.join("gw.cgi"), &docroot, "writable");
+    refused(&sysd.join("setuid.cgi"), &docroot, "setid");
+    refused(&sysd.join("noexec.cgi"), &docroot, "executable");
+    let log = refused(&theirs, &docroot, "owner");
+    assert!(log.contains(&format!("[{T1} ")), "names the tenant: {log}");
+    refused(&sub.join("in-tenant-dir.cgi"), &docroot, "dir-owner");
+    refused(&open.join("x.cgi"), &docroot, "dir-writable");
+    // A document root in root's space (or none) chooses no tenant.
+    refused(&good, Path::new("/var/www"), "min-uid");
+    let (a, log) = g.ask_logged(&good, &[]);
+    assert_eq!(a.status, 403, "{a:?}");
+    assert!(log.contains("rule \"document-root\""), "{log}");
+    // A tenant's own link to the system program: the tenant rules apply (the
+    // file is root's, and root is no tenant).
+    let link = g.dir(T2).join("cgit.cgi");
+    std::os::unix::fs::symlink(&good, &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(uid_of(T2)), None).unwrap();
+    refused(&link, &g.dir(T2), "min-uid");
+}
+
+/// Interpreters by extension: a tenant's script without a #! line (or its
+/// executable bit) runs through the map's interpreter; the other rules on
+/// the script still hold, and an interpreter that is not root's is refused.
+#[test]
+fn interpreters_keep_the_script_rules() {
+    let d = tempfile::Builder::new()
+        .prefix("corral-gwesc-interp")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    set_mode(d.path(), 0o755);
+    // The tenant's own program, named as an interpreter (removed when the
+    // test ends, also when it fails).
+    let fake = RemoveOnDrop(write_home_file(
+        T2,
+        "corral-gwesc-interp.sh",
+        "#!/bin/sh\nexec /bin/sh \"$@\"\n",
+        0o755,
+    ));
+    let map = d.path().join("map.toml");
+    std::fs::write(
+        &map,
+        format!(
+            "[interpreters]\n\".sh\" = \"/bin/sh\"\n\".evil\" = {:?}\n",
+            fake.0.display().to_string()
+        ),
+    )
+    .unwrap();
+    let g = Gw::unix(&["--map", map.to_str().unwrap()]);
+    let body = ENV_CGI.replace("#!/bin/sh\n", "");
+    let plain = write_home_file(T1, &format!("{}/page.sh", g.dir_name), &body, 0o644);
+    let (a, _) = g.ask_logged(&plain, &[]);
+    assert_eq!(a.status, 200, "{a:?}");
+    assert!(a.body.contains(&format!("uid={}", uid_of(T1))), "{a:?}");
+    let open = write_home_file(T1, &format!("{}/open.sh", g.dir_name), &body, 0o664);
+    let evil = write_home_file(T1, &format!("{}/x.evil", g.dir_name), &body, 0o644);
+    for (p, status, rule) in [(&open, 403, "writable"), (&evil, 500, "interpreter")] {
+        let (a, log) = g.ask_logged(p, &[]);
+        assert_eq!(a.status, status, "{}: {a:?}", p.display());
+        assert!(log.contains(&format!("rule \"{rule}\"")), "{log}");
+    }
+}
+
+/// A file removed when this goes out of scope.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }

@@ -111,8 +111,9 @@ fn run(ctx: &Ctx, a: &CgiArgs) -> Result<i32, Fail> {
         Some(p) => corral_gateway::TenantMap::load(p).map_err(|e| fail(500, e.to_string()))?,
         None => corral_gateway::TenantMap::default(),
     };
-    let checked =
-        safety::check(&script, host.as_deref(), &map).map_err(|r| fail(r.status, r.to_string()))?;
+    let document_root = std::env::var("DOCUMENT_ROOT").ok();
+    let checked = safety::check_in(&script, host.as_deref(), document_root.as_deref(), &map)
+        .map_err(|r| fail(r.status, r.to_string()))?;
     let tenant = checked.tenant.name.clone();
     let target = super::run::target(ctx, &tenant).map_err(|e| {
         fail(
@@ -145,7 +146,7 @@ fn run(ctx: &Ctx, a: &CgiArgs) -> Result<i32, Fail> {
         None => env.push(("SCRIPT_FILENAME".into(), requested)),
     }
     let req = SpawnRequest {
-        argv: vec![checked.real.to_string_lossy().into_owned()],
+        argv: checked.argv(),
         env,
         cwd: checked.dir.to_string_lossy().into_owned(),
         timeout_ms: a.timeout.saturating_mul(1000),

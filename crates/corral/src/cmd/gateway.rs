@@ -47,6 +47,11 @@ pub struct GatewayArgs {
     /// Without it every script runs as its owner.
     #[arg(long, value_name = "FILE")]
     pub map: Option<PathBuf>,
+    /// The access log: one JSON line per request (time, tenant, remote,
+    /// host, method, uri, status, bytes, duration_ms, script) appended to
+    /// FILE, or `-` for stderr. Reopened on SIGHUP (logrotate).
+    #[arg(long, value_name = "FILE|-")]
+    pub access_log: Option<corral_gateway::log::AccessTarget>,
     /// Mode of the unix socket, octal. Only the web server may reach it:
     /// whoever can connect can run any tenant's scripts.
     #[arg(long, value_name = "MODE", default_value = "660", value_parser = parse_mode)]
@@ -142,6 +147,7 @@ pub fn gateway(ctx: &Ctx, a: GatewayArgs) -> anyhow::Result<i32> {
         idle_timeout: Duration::from_secs(a.idle_timeout),
         allow_uids: (!allow_uids.is_empty()).then_some(allow_uids),
         map_file: a.map,
+        access_log: a.access_log,
         socket_mode: a.socket_mode,
         socket_gid,
         suspended_page: match &a.suspended_page {

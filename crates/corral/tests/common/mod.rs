@@ -484,4 +484,91 @@ impl Drop for Nginx {
             let _ = self.child.wait();
         }
     }
+/// An HTTP response as [`http_request`] read it.
+#[derive(Debug)]
+pub struct HttpResp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl HttpResp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// One HTTP/1.0 request to a web server on 127.0.0.1:`port` (the
+/// connection closes after it); `Host: 127.0.0.1` unless `headers` has one.
+pub fn http_request(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> HttpResp {
+    use std::io::{Read, Write};
+    let mut c =
+        std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to the web server");
+    c.set_read_timeout(Some(std::time::Duration::from_secs(120)))
+        .unwrap();
+    let mut head = format!("{method} {path} HTTP/1.0\r\n");
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        head.push_str("Host: 127.0.0.1\r\n");
+    }
+    for (n, v) in headers {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    if !body.is_empty() || method == "POST" {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    c.write_all(head.as_bytes()).unwrap();
+    // A server may answer (413) before taking the whole body.
+    let _ = c.write_all(body);
+    let mut raw = Vec::new();
+    c.read_to_end(&mut raw).expect("read the response");
+    parse_http_response(&raw)
+}
+
+pub fn parse_http_response(raw: &[u8]) -> HttpResp {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no HTTP head in {:?}", String::from_utf8_lossy(raw)));
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|c| c.parse().ok())
+        .expect("status line");
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+        .collect();
+    HttpResp {
+        status,
+        headers,
+        body: raw[split + 4..].to_vec(),
+    }
+}
+
+/// Signal a child we started, wait (bounded), then SIGKILL it.
+pub fn stop_child(
+    c: &mut std::process::Child,
+    sig: nix::sys::signal::Signal,
+    grace: std::time::Duration,
+) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(c.id() as i32), sig);
+    if !wait_until(grace, || matches!(c.try_wait(), Ok(Some(_)))) {
+        let _ = c.kill();
+    }
+    let _ = c.wait();
 }
