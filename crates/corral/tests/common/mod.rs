@@ -484,6 +484,8 @@ impl Drop for Nginx {
             let _ = self.child.wait();
         }
     }
+}
+
 /// An HTTP response as [`http_request`] read it.
 #[derive(Debug)]
 pub struct HttpResp {
