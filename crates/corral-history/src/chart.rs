@@ -50,7 +50,11 @@ fn nice_axis(max: f64) -> (f64, f64) {
 pub fn utc(ts: i64) -> String {
     let secs = ts.rem_euclid(86_400);
     let (y, m, d) = corral_sandbox::services::log::civil_from_days(ts.div_euclid(86_400));
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}", secs / 3600, secs % 3600 / 60)
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
+        secs / 3600,
+        secs % 3600 / 60
+    )
 }
 
 /// A value with its unit, short ("1.5 GiB", "250 %", "12 /s").
@@ -112,7 +116,9 @@ fn chart(s: &Series, from: i64, to: i64, step: i64) -> String {
         s.title,
         human(avg_all, s.unit),
         human(peak_all.max(avg_all), s.unit),
-        limit_now.map(|l| human(l, s.unit)).unwrap_or_else(|| "none".into()),
+        limit_now
+            .map(|l| human(l, s.unit))
+            .unwrap_or_else(|| "none".into()),
         faults
     );
     let mut o = String::new();
@@ -257,9 +263,8 @@ pub fn page(
     let pts = |f: &dyn Fn(&Row) -> f64| -> Vec<(i64, f64)> {
         steps.iter().map(|r| (r.ts, f(r))).collect()
     };
-    let faults = |f: fn(&Row) -> i64| -> Vec<(i64, i64)> {
-        steps.iter().map(|r| (r.ts, f(r))).collect()
-    };
+    let faults =
+        |f: fn(&Row) -> i64| -> Vec<(i64, i64)> { steps.iter().map(|r| (r.ts, f(r))).collect() };
     let series = vec![
         Series {
             title: "CPU (% of one core)",
@@ -322,12 +327,7 @@ pub fn page(
         },
     ];
     let mut o = String::new();
-    let title = format!(
-        "corral: {} from {} to {} UTC",
-        tenant,
-        utc(from),
-        utc(to)
-    );
+    let title = format!("corral: {} from {} to {} UTC", tenant, utc(from), utc(to));
     let _ = write!(
         o,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title>\
@@ -432,10 +432,16 @@ mod tests {
         let html = page("alice<", &rows, &limits, &[], 60_000, 63_600, 60);
         assert!(html.contains("alice&lt;") && !html.contains("alice<"));
         assert!(html.contains("<title>CPU (% of one core)</title>"));
-        assert!(html.contains("average 50 %"), "the CPU average is described");
+        assert!(
+            html.contains("average 50 %"),
+            "the CPU average is described"
+        );
         assert!(html.contains("stroke-dasharray"), "a limit line");
         assert!(html.contains("1 faults at"), "the fault mark");
         assert!(!html.contains("<script"), "no scripts");
-        assert!(!html.contains("IO read</h2>"), "no chart without use or limit");
+        assert!(
+            !html.contains("IO read</h2>"),
+            "no chart without use or limit"
+        );
     }
 }

@@ -105,7 +105,9 @@ pub struct Collector {
 
 impl std::fmt::Debug for Collector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Collector").field("store", &self.store).finish()
+        f.debug_struct("Collector")
+            .field("store", &self.store)
+            .finish()
     }
 }
 

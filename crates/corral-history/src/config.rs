@@ -224,7 +224,9 @@ impl HistoryConfig {
             path: path.into(),
             message: e.to_string().trim_end().replace('\n', "\n  "),
         })?;
-        let line = |span: std::ops::Range<usize>| text[..span.start.min(text.len())].lines().count().max(1);
+        let line = |span: std::ops::Range<usize>| {
+            text[..span.start.min(text.len())].lines().count().max(1)
+        };
         let line_of = |span: std::ops::Range<usize>| {
             let l = line(span.clone());
             // A span starting right after a newline belongs to the next line.
@@ -266,7 +268,12 @@ impl HistoryConfig {
             let checks: [(&Option<Spanned<String>>, &str, i64, &mut i64); 4] = [
                 (&r.samples, "samples", 120, &mut c.retention.raw),
                 (&r.minute, "minute", 600, &mut c.retention.minute),
-                (&r.five_minutes, "five_minutes", 3600, &mut c.retention.five_minutes),
+                (
+                    &r.five_minutes,
+                    "five_minutes",
+                    3600,
+                    &mut c.retention.five_minutes,
+                ),
                 (&r.hour, "hour", 86_400, &mut c.retention.hour),
             ];
             for (v, key, min, slot) in checks {
@@ -325,7 +332,10 @@ impl HistoryConfig {
             let condition = match (&a.faults, &a.usage) {
                 (Some(kinds), None) => {
                     if a.above.is_some() {
-                        return Err(invalid(at, format!("[[alert]] {name}: `above` goes with `usage`, not `faults`")));
+                        return Err(invalid(
+                            at,
+                            format!("[[alert]] {name}: `above` goes with `usage`, not `faults`"),
+                        ));
                     }
                     for k in kinds.get_ref() {
                         if k != "any" && !FAULT_KINDS.contains(&k.as_str()) {
@@ -354,7 +364,10 @@ impl HistoryConfig {
                 }
                 (None, Some(res)) => {
                     if a.count.is_some() {
-                        return Err(invalid(at, format!("[[alert]] {name}: `count` goes with `faults`, not `usage`")));
+                        return Err(invalid(
+                            at,
+                            format!("[[alert]] {name}: `count` goes with `faults`, not `usage`"),
+                        ));
                     }
                     let resource = Resource::parse(res.get_ref()).ok_or_else(|| {
                         invalid(
@@ -367,7 +380,12 @@ impl HistoryConfig {
                         )
                     })?;
                     let above = a.above.as_ref().ok_or_else(|| {
-                        invalid(at.clone(), format!("[[alert]] {name}: `usage` needs `above` (e.g. above = \"90%\")"))
+                        invalid(
+                            at.clone(),
+                            format!(
+                                "[[alert]] {name}: `usage` needs `above` (e.g. above = \"90%\")"
+                            ),
+                        )
                     })?;
                     let pct = parse_percent(above.get_ref())
                         .map_err(|e| invalid(above.span(), format!("above = {e}")))?;

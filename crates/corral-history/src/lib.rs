@@ -20,18 +20,16 @@ mod row;
 mod store;
 
 pub use collector::{
-    describe_faults, usage_and_limit, Alert, Collector, Reading, Round, UsageAlert,
-    INCIDENT_GAP, SNAPSHOTS_PER_INCIDENT, SNAPSHOT_PROCS, SNAPSHOT_SPACING,
+    describe_faults, usage_and_limit, Alert, Collector, Reading, Round, UsageAlert, INCIDENT_GAP,
+    SNAPSHOTS_PER_INCIDENT, SNAPSHOT_PROCS, SNAPSHOT_SPACING,
 };
 pub use config::{
-    parse_duration, parse_percent, parse_webhook, Condition, ConfigError, HistoryConfig,
-    Resource, Rule, Webhook, DEFAULT_DATABASE, DEFAULT_INTERVAL, MIN_INTERVAL,
+    parse_duration, parse_percent, parse_webhook, Condition, ConfigError, HistoryConfig, Resource,
+    Rule, Webhook, DEFAULT_DATABASE, DEFAULT_INTERVAL, MIN_INTERVAL,
 };
 pub use procs::top as top_processes;
 pub use row::{fault_count, Agg, Row, COLUMNS, FAULT_KINDS};
-pub use store::{
-    LimitsRow, Proc, Retention, SentAlert, Snapshot, Store, StoreError, Tier,
-};
+pub use store::{LimitsRow, Proc, Retention, SentAlert, Snapshot, Store, StoreError, Tier};
 
 /// Now, in Unix seconds.
 pub fn now_secs() -> i64 {

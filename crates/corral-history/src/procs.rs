@@ -14,7 +14,10 @@ pub fn top(pids: &[i32]) -> (u64, Vec<Proc>) {
     let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     // SAFETY: as above.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
-    let mut procs: Vec<Proc> = pids.iter().filter_map(|&pid| read(pid, tick, page)).collect();
+    let mut procs: Vec<Proc> = pids
+        .iter()
+        .filter_map(|&pid| read(pid, tick, page))
+        .collect();
     procs.sort_by(|a, b| b.cpu_ms.cmp(&a.cpu_ms).then(b.rss.cmp(&a.rss)));
     procs.truncate(SNAPSHOT_PROCS);
     (pids.len() as u64, procs)

@@ -29,7 +29,12 @@ pub fn by_fault(rows: &[(String, Row)], kind: &str) -> Vec<(String, Row)> {
         .into_iter()
         .filter(|(_, r)| fault_count(r, kind).unwrap_or(0) > 0)
         .collect();
-    v.sort_by_key(|(t, r)| (std::cmp::Reverse(fault_count(r, kind).unwrap_or(0)), t.clone()));
+    v.sort_by_key(|(t, r)| {
+        (
+            std::cmp::Reverse(fault_count(r, kind).unwrap_or(0)),
+            t.clone(),
+        )
+    });
     v
 }
 
@@ -72,12 +77,18 @@ pub fn by_usage(
     }
     let mut out = Vec::new();
     for (tenant, rs) in per {
-        let Some(hist) = limits.get(tenant) else { continue };
+        let Some(hist) = limits.get(tenant) else {
+            continue;
+        };
         for res in Resource::ALL {
             let mut hit: Option<UsageHit> = None;
             for r in regroup(&rs, step) {
-                let Some(l) = limits_at(hist, r.ts) else { continue };
-                let Some((avg, limit)) = usage_and_limit(&r, res, l) else { continue };
+                let Some(l) = limits_at(hist, r.ts) else {
+                    continue;
+                };
+                let Some((avg, limit)) = usage_and_limit(&r, res, l) else {
+                    continue;
+                };
                 let p = avg * 100.0 / limit;
                 if p < pct {
                     continue;
@@ -160,7 +171,9 @@ mod tests {
         ];
         let f = by_fault(&rows, "processes");
         assert_eq!(
-            f.iter().map(|(t, r)| (t.as_str(), r.f_procs)).collect::<Vec<_>>(),
+            f.iter()
+                .map(|(t, r)| (t.as_str(), r.f_procs))
+                .collect::<Vec<_>>(),
             [("b", 5), ("c", 1)]
         );
         assert!(by_fault(&rows, "cpu").is_empty());
@@ -180,7 +193,10 @@ mod tests {
         assert_eq!(hits[0].peak_percent, 96.0);
         assert_eq!((hits[1].tenant.as_str(), hits[1].resource), ("b", "cpu"));
         assert_eq!(hits[1].peak_percent, 95.0);
-        assert_eq!((hits[1].steps, hits[1].seconds, hits[1].peak_at), (1, 60, 0));
+        assert_eq!(
+            (hits[1].steps, hits[1].seconds, hits[1].peak_at),
+            (1, 60, 0)
+        );
         // Over 2-minute steps b's average is below 90% of both.
         assert!(by_usage(&rows, &limits, 90.0, 120).is_empty());
     }
@@ -190,7 +206,10 @@ mod tests {
         let rows: Vec<Row> = (0..10).map(|i| row(i * 60, 1000, 10 * i, 0)).collect();
         let g = regroup(&rows, 300);
         assert_eq!(g.len(), 2);
-        assert_eq!((g[0].ts, g[0].cpu_ms, g[0].n, g[0].mem_max), (0, 5000, 60, 40));
+        assert_eq!(
+            (g[0].ts, g[0].cpu_ms, g[0].n, g[0].mem_max),
+            (0, 5000, 60, 40)
+        );
         assert_eq!((g[1].ts, g[1].mem_max), (300, 90));
         assert_eq!(step_for(86_400, 48), 1800);
         assert_eq!(step_for(3600, 48), 300);

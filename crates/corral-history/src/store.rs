@@ -164,7 +164,13 @@ impl LimitsRow {
 
     /// The same limits (whatever their time).
     pub fn same(&self, other: &LimitsRow) -> bool {
-        LimitsRow { ts: 0, ..self.clone() } == LimitsRow { ts: 0, ..other.clone() }
+        LimitsRow {
+            ts: 0,
+            ..self.clone()
+        } == LimitsRow {
+            ts: 0,
+            ..other.clone()
+        }
     }
 }
 
@@ -336,9 +342,7 @@ impl Store {
             .map_err(|e| self.err(e))?;
         match f(self) {
             Ok(v) => {
-                self.conn
-                    .execute_batch("COMMIT")
-                    .map_err(|e| self.err(e))?;
+                self.conn.execute_batch("COMMIT").map_err(|e| self.err(e))?;
                 Ok(v)
             }
             Err(e) => {
@@ -609,9 +613,7 @@ impl Store {
     /// Up to when (Unix seconds, exclusive) `tier` holds everything of the
     /// finer tier: its rollups are done until there.
     fn rolled_until(&self, tier: Tier) -> Result<i64> {
-        Ok(self
-            .meta(&format!("rolled_{}", tier.table()))?
-            .unwrap_or(0))
+        Ok(self.meta(&format!("rolled_{}", tier.table()))?.unwrap_or(0))
     }
 
     /// From when (Unix seconds) `tier` still holds every row: its retention
@@ -734,7 +736,10 @@ impl Store {
                         for i in 0..COLUMNS.len() {
                             v.push(r.get::<_, i64>(i + 2)?);
                         }
-                        Ok((r.get::<_, i64>(1)?, Row::from_values(r.get::<_, i64>(0)? / s, &v)))
+                        Ok((
+                            r.get::<_, i64>(1)?,
+                            Row::from_values(r.get::<_, i64>(0)? / s, &v),
+                        ))
                     })
                     .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
                     .map_err(|e| sql(&self.path, e))?;
@@ -765,7 +770,10 @@ impl Store {
                 for i in 0..COLUMNS.len() {
                     v.push(r.get::<_, i64>(i + 2)?);
                 }
-                Ok((r.get::<_, i64>(1)?, Row::from_values(r.get::<_, i64>(0)? / s, &v)))
+                Ok((
+                    r.get::<_, i64>(1)?,
+                    Row::from_values(r.get::<_, i64>(0)? / s, &v),
+                ))
             })
             .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
             .map_err(|e| sql(&self.path, e))?;
@@ -825,7 +833,13 @@ impl Store {
             .prepare("SELECT rule, tenant, MAX(ts) FROM alerts GROUP BY rule, tenant")
             .map_err(|e| self.err(e))?;
         let rows = st
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)))
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            })
             .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
             .map_err(|e| sql(&self.path, e))?;
         Ok(rows

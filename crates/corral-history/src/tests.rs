@@ -123,11 +123,21 @@ fn rollups_agree_with_the_samples_they_summarise() {
     let mut c = Collector::new(store, &config(keep_all(), vec![])).unwrap();
     let mut fakes = vec![Fake::new("a", 1), Fake::new("b", 2), Fake::new("c", 3)];
     // 2 h 10 min of 5-s samples, starting mid-minute.
-    let end = simulate(&mut c, &mut fakes, T0 + 7, 5, 1560, |k, i| k % (7 + i as i64) == 0);
+    let end = simulate(&mut c, &mut fakes, T0 + 7, 5, 1560, |k, i| {
+        k % (7 + i as i64) == 0
+    });
     let s = c.store();
     let raw = s.tier_rows(Tier::Raw).unwrap();
-    assert_eq!(raw.len(), 3 * 1559, "one sample per tenant per round but the first");
-    for (tier, len) in [(Tier::Minute, 60), (Tier::FiveMinutes, 300), (Tier::Hour, 3600)] {
+    assert_eq!(
+        raw.len(),
+        3 * 1559,
+        "one sample per tenant per round but the first"
+    );
+    for (tier, len) in [
+        (Tier::Minute, 60),
+        (Tier::FiveMinutes, 300),
+        (Tier::Hour, 3600),
+    ] {
         let stored = s.tier_rows(tier).unwrap();
         assert!(!stored.is_empty(), "{tier:?}");
         let done = (end - 5).div_euclid(len) * len; // buckets ended by the last round
@@ -165,7 +175,9 @@ fn retention_deletes_old_rows_and_leaves_no_gap() {
     let mut c = Collector::new(store, &config(keep, vec![])).unwrap();
     let mut fakes = vec![Fake::new("a", 9)];
     // Two days and a bit of 20-s samples.
-    let end = simulate(&mut c, &mut fakes, T0, 20, 2 * 4320 + 100, |k, _| k % 500 == 0);
+    let end = simulate(&mut c, &mut fakes, T0, 20, 2 * 4320 + 100, |k, _| {
+        k % 500 == 0
+    });
     let now = end - 20;
     let s = c.store();
     for (tier, keep, bucket) in [
@@ -183,7 +195,10 @@ fn retention_deletes_old_rows_and_leaves_no_gap() {
             "{tier:?}: oldest row {} s old, keep {keep}",
             now - oldest
         );
-        assert!(oldest < now - keep + bucket + 60, "{tier:?} kept too little");
+        assert!(
+            oldest < now - keep + bucket + 60,
+            "{tier:?} kept too little"
+        );
     }
     // The last day, from every tier together: each moment once.
     let from = now - 86_400 + 3600;
@@ -211,8 +226,15 @@ fn snapshots_are_bounded_per_incident_and_per_minute() {
     simulate(&mut c, &mut fakes, end, 5, 2, |_, _| true);
     let snaps = c.store().snapshots("a", 0, i64::MAX).unwrap();
     let times: Vec<i64> = snaps.iter().map(|s| s.ts - T0).collect();
-    assert_eq!(times.len(), 4, "3 in the first incident, 1 in the second: {times:?}");
-    assert!(times[1] - times[0] >= 60 && times[2] - times[1] >= 60, "{times:?}");
+    assert_eq!(
+        times.len(),
+        4,
+        "3 in the first incident, 1 in the second: {times:?}"
+    );
+    assert!(
+        times[1] - times[0] >= 60 && times[2] - times[1] >= 60,
+        "{times:?}"
+    );
     assert!(times[3] >= 600 + 120, "{times:?}");
     assert!(snaps[0].faults.contains("processes="), "{:?}", snaps[0]);
     assert_eq!(snaps[0].procs[0].cmdline, "x");
@@ -264,7 +286,11 @@ fn alerts_fire_on_their_condition_once_per_period_of_rate_limit() {
         // "a" faults in every round for its first 20 minutes; "b" never.
         let readings = vec![fakes[0].read(5, k < 240), fakes[1].read(5, false)];
         let r = c.round(now * 1000, &readings, &mut |_| None).unwrap();
-        alerts.extend(r.alerts.into_iter().map(|a| (a.rule, a.tenant, a.time - T0)));
+        alerts.extend(
+            r.alerts
+                .into_iter()
+                .map(|a| (a.rule, a.tenant, a.time - T0)),
+        );
         now += 5;
     }
     let faults: Vec<_> = alerts.iter().filter(|a| a.0 == "r").collect();
@@ -279,7 +305,8 @@ fn alerts_fire_on_their_condition_once_per_period_of_rate_limit() {
     let sent = c.store().alerts(None, 0, i64::MAX).unwrap();
     assert_eq!(sent.len(), alerts.len());
     assert!(
-        sent.iter().any(|a| a.rule == "r" && a.message.contains("5 processes faults in the last 1m")),
+        sent.iter()
+            .any(|a| a.rule == "r" && a.message.contains("5 processes faults in the last 1m")),
         "{sent:?}"
     );
     drop(c);
@@ -287,7 +314,11 @@ fn alerts_fire_on_their_condition_once_per_period_of_rate_limit() {
     let readings = vec![fakes[0].read(5, true), fakes[1].read(5, false)];
     c.round(now * 1000, &readings, &mut |_| None).unwrap();
     let r = c
-        .round((now + 5) * 1000, &[fakes[0].read(5, true), fakes[1].read(5, false)], &mut |_| None)
+        .round(
+            (now + 5) * 1000,
+            &[fakes[0].read(5, true), fakes[1].read(5, false)],
+            &mut |_| None,
+        )
         .unwrap();
     assert!(
         r.alerts.iter().all(|a| a.rule != "mem"),
@@ -309,17 +340,23 @@ fn a_day_of_samples_costs_less_than_100_kib_per_tenant() {
     )
     .unwrap();
     let tenants = 20;
-    let mut fakes: Vec<Fake> = (0..tenants).map(|i| Fake::new(&format!("tenant{i:04}"), i)).collect();
+    let mut fakes: Vec<Fake> = (0..tenants)
+        .map(|i| Fake::new(&format!("tenant{i:04}"), i))
+        .collect();
     let mut size = |c: &Collector| {
         c.store().checkpoint().unwrap();
         std::fs::metadata(&path).unwrap().len()
     };
-    let end = simulate(&mut c, &mut fakes, T0, 5, 17_280, |k, i| (k + i as i64) % 720 == 0);
+    let end = simulate(&mut c, &mut fakes, T0, 5, 17_280, |k, i| {
+        (k + i as i64) % 720 == 0
+    });
     let day1 = size(&c);
     let per_tenant = day1 as f64 / tenants as f64 / 1024.0;
     // A second day: what the file grows by once samples and 1-minute rows
     // have reached their retention.
-    simulate(&mut c, &mut fakes, end, 5, 17_280, |k, i| (k + i as i64) % 720 == 0);
+    simulate(&mut c, &mut fakes, end, 5, 17_280, |k, i| {
+        (k + i as i64) % 720 == 0
+    });
     let day2 = size(&c);
     eprintln!(
         "history size: {tenants} tenants, 5-s samples, default retention: after 1 day \
@@ -329,5 +366,8 @@ fn a_day_of_samples_costs_less_than_100_kib_per_tenant() {
     );
     eprintln!("tables: {:?}", c.store().table_sizes().unwrap());
     assert_eq!(c.store().integrity_check().unwrap(), "ok");
-    assert!(per_tenant <= 100.0, "{per_tenant:.1} KiB per tenant per day");
+    assert!(
+        per_tenant <= 100.0,
+        "{per_tenant:.1} KiB per tenant per day"
+    );
 }

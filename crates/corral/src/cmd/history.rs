@@ -248,7 +248,10 @@ fn humantime_fmt(d: Duration) -> String {
 fn round(exporter: &Exporter, collector: &mut Collector) -> anyhow::Result<Vec<Alert>> {
     let snap = exporter.collect()?;
     if let Some(first) = snap.errors.first() {
-        log(format_args!("{first} ({} tenants unreadable)", snap.errors.len()));
+        log(format_args!(
+            "{first} ({} tenants unreadable)",
+            snap.errors.len()
+        ));
     }
     let readings: Vec<Reading> = snap
         .tenants
@@ -297,7 +300,10 @@ fn send(cfg: &HistoryConfig, alert: Alert, running: &Arc<AtomicUsize>) {
             if let Some(w) = webhook {
                 match post(&w, body) {
                     Ok(status) if (200..300).contains(&status) => {}
-                    Ok(status) => log(format_args!("alert {}: {}: HTTP {status}", alert.rule, w.url)),
+                    Ok(status) => log(format_args!(
+                        "alert {}: {}: HTTP {status}",
+                        alert.rule, w.url
+                    )),
                     Err(e) => log(format_args!("alert {}: {}: {e:#}", alert.rule, w.url)),
                 }
             }
@@ -354,8 +360,7 @@ fn post(w: &Webhook, body: String) -> anyhow::Result<u16> {
         let go = async {
             let stream = tokio::net::TcpStream::connect(w.addr).await?;
             let (mut sender, conn) =
-                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                    .await?;
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
             tokio::spawn(conn);
             let req = hyper::Request::builder()
                 .method(hyper::Method::POST)
@@ -604,12 +609,22 @@ pub fn history(ctx: &Ctx, a: HistoryArgs) -> anyhow::Result<i32> {
 
     if a.alerts {
         let t = Table {
-            cols: vec![("time", "TIME (UTC)"), ("tenant", "TENANT"), ("rule", "RULE"), ("message", "MESSAGE")],
+            cols: vec![
+                ("time", "TIME (UTC)"),
+                ("tenant", "TENANT"),
+                ("rule", "RULE"),
+                ("message", "MESSAGE"),
+            ],
             rows: store
                 .alerts(tenant, from, to)?
                 .into_iter()
                 .map(|s| {
-                    vec![Cell::Time(s.ts), Cell::Text(s.tenant), Cell::Text(s.rule), Cell::Text(s.message)]
+                    vec![
+                        Cell::Time(s.ts),
+                        Cell::Text(s.tenant),
+                        Cell::Text(s.rule),
+                        Cell::Text(s.message),
+                    ]
                 })
                 .collect(),
         };
@@ -667,7 +682,10 @@ pub fn history(ctx: &Ctx, a: HistoryArgs) -> anyhow::Result<i32> {
         let mine: Vec<Row> = rows.iter().map(|(_, r)| *r).collect();
         let hist = limits.get(tenant).cloned().unwrap_or_default();
         let snaps = store.snapshots(tenant, from, to)?;
-        let step = a.step.map(|s| (s.as_secs() as i64).max(1)).unwrap_or_else(|| query::step_for(to - from, 300));
+        let step = a
+            .step
+            .map(|s| (s.as_secs() as i64).max(1))
+            .unwrap_or_else(|| query::step_for(to - from, 300));
         let page = chart::page(tenant, &mine, &hist, &snaps, from, to, step);
         std::fs::write(file, page).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
         eprintln!(
@@ -710,7 +728,12 @@ pub fn history(ctx: &Ctx, a: HistoryArgs) -> anyhow::Result<i32> {
     }
 
     if let Some(pct) = a.by_usage {
-        let hits = query::by_usage(&rows, &limits, pct, a.step.map(|s| s.as_secs() as i64).unwrap_or(60).max(60));
+        let hits = query::by_usage(
+            &rows,
+            &limits,
+            pct,
+            a.step.map(|s| s.as_secs() as i64).unwrap_or(60).max(60),
+        );
         let t = Table {
             cols: vec![
                 ("tenant", "TENANT"),
