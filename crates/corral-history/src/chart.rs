@@ -64,8 +64,8 @@ pub fn human(v: f64, unit: &str) -> String {
         for p in ["", "Ki", "Mi", "Gi", "Ti"] {
             if x.abs() < 1024.0 || p == "Ti" {
                 let suffix = unit.trim_start_matches('B');
-                return if p.is_empty() {
-                    format!("{x:.0} B{suffix}")
+                return if p.is_empty() || x.fract() == 0.0 {
+                    format!("{x:.0} {p}B{suffix}")
                 } else {
                     format!("{x:.1} {p}B{suffix}")
                 };
@@ -93,7 +93,10 @@ struct Series<'a> {
 
 fn chart(s: &Series, from: i64, to: i64, step: i64) -> String {
     let plot_w = W - LEFT - RIGHT;
-    let x = |t: i64| LEFT + (t - from) as f64 / (to - from).max(1) as f64 * plot_w;
+    let x = |t: i64| {
+        let f = (t - from) as f64 / (to - from).max(1) as f64;
+        LEFT + f.clamp(0.0, 1.0) * plot_w
+    };
     let top = s
         .avg
         .iter()
@@ -101,7 +104,18 @@ fn chart(s: &Series, from: i64, to: i64, step: i64) -> String {
         .chain(s.peak.iter().flatten().map(|p| p.1))
         .chain(s.limit.iter().filter_map(|p| p.1))
         .fold(0.0f64, f64::max);
-    let (ymax, ystep) = nice_axis(top * 1.05);
+    // Bytes get ticks at round binary multiples (256 MiB, not 238.4 MiB).
+    let scale = if s.unit.starts_with('B') {
+        let mut sc = 1.0;
+        while top * 1.05 / sc >= 1024.0 {
+            sc *= 1024.0;
+        }
+        sc
+    } else {
+        1.0
+    };
+    let (ymax, ystep) = nice_axis(top * 1.05 / scale);
+    let (ymax, ystep) = (ymax * scale, ystep * scale);
     let y = |v: f64| TOP + H - (v / ymax).min(1.0) * H;
     let limit_now = s.limit.last().and_then(|l| l.1);
     let peak_all = s.peak.iter().flatten().map(|p| p.1).fold(0.0, f64::max);
@@ -143,8 +157,16 @@ fn chart(s: &Series, from: i64, to: i64, step: i64) -> String {
         );
         v += ystep;
     }
-    // Time axis: about 6 labels.
+    // Time axis: 6 labels, as short as the span allows.
     let ticks = 6;
+    let label_of = |t: i64| {
+        let full = utc(t);
+        match to - from {
+            span if span <= 600 => format!("{}:{:02}", &full[11..], t.rem_euclid(60)),
+            span if span <= 86_400 => full[11..].to_string(),
+            _ => full[5..].to_string(),
+        }
+    };
     for i in 0..=ticks {
         let t = from + (to - from) * i / ticks;
         let anchor = match i {
@@ -158,7 +180,7 @@ fn chart(s: &Series, from: i64, to: i64, step: i64) -> String {
             xx = x(t),
             yb = TOP + H,
             ty = TOP + H + 16.0,
-            label = esc(&utc(t))
+            label = esc(&label_of(t))
         );
     }
     let _ = write!(
