@@ -426,7 +426,8 @@ mod tests {
         assert_eq!(utc(1_767_225_600 + 3_600 * 14 + 300), "2026-01-01 14:05");
         assert_eq!(utc(951_782_400), "2000-02-29 00:00");
         assert_eq!(human(1536.0 * 1024.0 * 1024.0, "B"), "1.5 GiB");
-        assert_eq!(human(2048.0, "B/s"), "2.0 KiB/s");
+        assert_eq!(human(2048.0, "B/s"), "2 KiB/s");
+        assert_eq!(human(2560.0, "B/s"), "2.5 KiB/s");
         assert_eq!(human(250.0, "%"), "250 %");
     }
 
