@@ -77,7 +77,9 @@ run_corral() { "$CORRAL" --state-dir "$WORK/state" --config-dir "$WORK/config" "
 cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 TICK=$(getconf CLK_TCK)
 
-run_corral daemon --interval "$INTERVAL" --db "$WORK/history.db" 2> "$WORK/daemon.log" &
+# Started directly (not through run_corral) so that $! is corral itself.
+"$CORRAL" --state-dir "$WORK/state" --config-dir "$WORK/config" \
+  daemon --interval "$INTERVAL" --db "$WORK/history.db" 2> "$WORK/daemon.log" &
 DAEMON_PID=$!
 # Warm-up: the first rounds insert every tenant's name and limits.
 sleep 12
