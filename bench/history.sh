@@ -90,6 +90,7 @@ c1=$(cpu_ticks "$DAEMON_PID") t1=$(date +%s.%N)
 kill -0 "$DAEMON_PID" 2>/dev/null || die "corral daemon exited: $(cat "$WORK/daemon.log")"
 kill -TERM "$DAEMON_PID"; wait "$DAEMON_PID" || true; DAEMON_PID=''
 grep -v 'sampling every\|stopped' "$WORK/daemon.log" >&2 || true
+split=$(sed -n 's/.*CPU per round: //p' "$WORK/daemon.log")
 
 interval_s=$(echo "$INTERVAL" | awk '/ms$/ { sub(/ms/, ""); print $1 / 1000; next } /s$/ { sub(/s/, ""); print $1; next } { print $1 }')
 read -r pct per_round < <(echo "$c0 $c1 $t0 $t1 $TICK $interval_s" | awk '{
@@ -103,8 +104,8 @@ for _ in 1 2 3 4 5; do
   s0=$(awk '{ print $14 + $15 + $16 + $17 }' /proc/$$/stat)
   run_corral metrics dump > /dev/null
   s1=$(awk '{ print $14 + $15 + $16 + $17 }' /proc/$$/stat)
-  peer+=("$(echo "($s1 - $s0) * 1000 / $TICK" | bc -l)")
+  peer+=("$(echo "($s1 - $s0) * 1000 / $TICK" | bc)")
 done
 peer_med=$(printf '%s\n' "${peer[@]}" | sort -g | sed -n 3p)
 size=$(du -k "$WORK"/history.db* | awk '{ s += $1 } END { print s }')
-echo "history: $N tenants every $INTERVAL, ${SECONDS_} s measured: corral daemon $pct % of one CPU (target <= 1 %), $per_round ms CPU per round; peer: corral metrics dump ${peer_med} ms CPU (median of 5); round/peer $(echo "$per_round / $peer_med" | bc -l | xargs printf '%.2f'); $samples tenants in the history; database $size KiB"
+echo "history: $N tenants every $INTERVAL, ${SECONDS_} s measured: corral daemon $pct % of one CPU (target <= 1 %), $per_round ms CPU per round; peer: corral metrics dump ${peer_med} ms CPU (median of 5); round/peer $(echo "$per_round / $peer_med" | bc -l | xargs printf '%.2f'); the daemon's own account over its whole run: $split; $samples tenants in the history; database $size KiB"

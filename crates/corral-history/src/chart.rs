@@ -220,19 +220,16 @@ fn chart(s: &Series, from: i64, to: i64, step: i64) -> String {
     let mut prev: Option<f64> = None;
     for (i, (t, l)) in s.limit.iter().enumerate() {
         let end = s.limit.get(i + 1).map(|n| n.0).unwrap_or(to);
-        match l {
-            Some(l) => {
-                let cmd = if prev.is_some() { 'L' } else { 'M' };
-                let _ = write!(
-                    d,
-                    "{cmd}{:.1},{:.1} L{:.1},{:.1} ",
-                    x((*t).max(from)),
-                    y(*l),
-                    x(end.min(to)),
-                    y(*l)
-                );
-            }
-            None => {}
+        if let Some(l) = l {
+            let cmd = if prev.is_some() { 'L' } else { 'M' };
+            let _ = write!(
+                d,
+                "{cmd}{:.1},{:.1} L{:.1},{:.1} ",
+                x((*t).max(from)),
+                y(*l),
+                x(end.min(to)),
+                y(*l)
+            );
         }
         prev = *l;
     }

@@ -24,6 +24,10 @@ pub struct Reading {
     pub limits: Option<Limits>,
 }
 
+/// How a caller lists a tenant's processes for a snapshot: how many there
+/// are and the top ones (`None`: the tenant is gone).
+pub type ProcessLister<'a> = dyn FnMut(&str) -> Option<(u64, Vec<Proc>)> + 'a;
+
 /// Snapshots per incident, at most.
 pub const SNAPSHOTS_PER_INCIDENT: u32 = 3;
 /// At most one snapshot per tenant this often, in seconds.
@@ -158,7 +162,7 @@ impl Collector {
         &mut self,
         now_ms: i64,
         readings: &[Reading],
-        procs: &mut dyn FnMut(&str) -> Option<(u64, Vec<Proc>)>,
+        procs: &mut ProcessLister,
     ) -> Result<Round> {
         let now = now_ms.div_euclid(1000);
         let mut round = Round::default();

@@ -279,7 +279,7 @@ fn alerts_fire_on_their_condition_once_per_period_of_rate_limit() {
     ];
     let cfg = config(Retention::default(), rules);
     let mut c = Collector::new(Store::create(&path).unwrap(), &cfg).unwrap();
-    let mut fakes = vec![Fake::new("a", 5), Fake::new("b", 6)];
+    let mut fakes = [Fake::new("a", 5), Fake::new("b", 6)];
     let mut alerts = vec![];
     let mut now = T0;
     for k in 0..240 {
@@ -343,7 +343,7 @@ fn a_day_of_samples_costs_less_than_100_kib_per_tenant() {
     let mut fakes: Vec<Fake> = (0..tenants)
         .map(|i| Fake::new(&format!("tenant{i:04}"), i))
         .collect();
-    let mut size = |c: &Collector| {
+    let size = |c: &Collector| {
         c.store().checkpoint().unwrap();
         std::fs::metadata(&path).unwrap().len()
     };
