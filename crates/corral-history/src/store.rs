@@ -384,6 +384,15 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
+    /// The id to filter by: `Some(None)` for every tenant, `Some(Some(id))`
+    /// for a known one, `None` for a tenant the history does not know.
+    fn filter(&self, tenant: Option<&str>) -> Result<Option<Option<i64>>> {
+        match tenant {
+            Some(t) => Ok(self.lookup_id(t)?.map(Some)),
+            None => Ok(Some(None)),
+        }
+    }
+
     fn names(&self) -> Result<HashMap<i64, String>> {
         let mut st = self
             .conn
@@ -462,12 +471,8 @@ impl Store {
     /// Every limits row (of one tenant), oldest first.
     pub fn limits_of(&self, tenant: Option<&str>) -> Result<Vec<(String, LimitsRow)>> {
         let names = self.names()?;
-        let want = match tenant {
-            Some(t) => match self.lookup_id(t)? {
-                Some(id) => Some(id),
-                None => return Ok(vec![]),
-            },
-            None => None,
+        let Some(want) = self.filter(tenant)? else {
+            return Ok(vec![]);
         };
         let mut st = self
             .conn
@@ -557,12 +562,8 @@ impl Store {
     /// Alerts sent in [from, to) (of one tenant), oldest first.
     pub fn alerts(&self, tenant: Option<&str>, from: i64, to: i64) -> Result<Vec<SentAlert>> {
         let names = self.names()?;
-        let want = match tenant {
-            Some(t) => match self.lookup_id(t)? {
-                Some(id) => Some(id),
-                None => return Ok(vec![]),
-            },
-            None => None,
+        let Some(want) = self.filter(tenant)? else {
+            return Ok(vec![]);
         };
         let mut st = self
             .conn
@@ -705,12 +706,8 @@ impl Store {
     /// Ordered by time.
     pub fn rows(&self, tenant: Option<&str>, from: i64, to: i64) -> Result<Vec<(String, Row)>> {
         let names = self.names()?;
-        let want = match tenant {
-            Some(t) => match self.lookup_id(t)? {
-                Some(id) => Some(id),
-                None => return Ok(vec![]),
-            },
-            None => None,
+        let Some(want) = self.filter(tenant)? else {
+            return Ok(vec![]);
         };
         let mut out = Vec::new();
         let mut upper = to;
@@ -732,13 +729,9 @@ impl Store {
                 let mut st = self.conn.prepare_cached(&q).map_err(|e| self.err(e))?;
                 let rows = st
                     .query_map(params![lower * s, upper * s, want], |r| {
-                        let mut v = Vec::with_capacity(COLUMNS.len());
-                        for i in 0..COLUMNS.len() {
-                            v.push(r.get::<_, i64>(i + 2)?);
-                        }
                         Ok((
                             r.get::<_, i64>(1)?,
-                            Row::from_values(r.get::<_, i64>(0)? / s, &v),
+                            read_row(r, 2, r.get::<_, i64>(0)? / s)?,
                         ))
                     })
                     .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
@@ -766,13 +759,9 @@ impl Store {
         let s = tier.ts_scale();
         let rows = st
             .query_map([], |r| {
-                let mut v = Vec::with_capacity(COLUMNS.len());
-                for i in 0..COLUMNS.len() {
-                    v.push(r.get::<_, i64>(i + 2)?);
-                }
                 Ok((
                     r.get::<_, i64>(1)?,
-                    Row::from_values(r.get::<_, i64>(0)? / s, &v),
+                    read_row(r, 2, r.get::<_, i64>(0)? / s)?,
                 ))
             })
             .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
@@ -796,13 +785,7 @@ impl Store {
         );
         let mut st = self.conn.prepare_cached(&q).map_err(|e| self.err(e))?;
         let rows = st
-            .query_map(params![since_ms, id], |r| {
-                let mut v = Vec::with_capacity(COLUMNS.len());
-                for i in 0..COLUMNS.len() {
-                    v.push(r.get::<_, i64>(i)?);
-                }
-                Ok(Row::from_values(0, &v))
-            })
+            .query_map(params![since_ms, id], |r| read_row(r, 0, 0))
             .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
             .map_err(|e| sql(&self.path, e))?;
         for r in &rows {
@@ -868,6 +851,15 @@ impl Store {
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
             .map_err(|e| self.err(e))
     }
+}
+
+/// A usage row from the value columns starting at column `first`.
+fn read_row(r: &rusqlite::Row, first: usize, ts: i64) -> rusqlite::Result<Row> {
+    let mut v = Vec::with_capacity(COLUMNS.len());
+    for i in 0..COLUMNS.len() {
+        v.push(r.get::<_, i64>(first + i)?);
+    }
+    Ok(Row::from_values(ts, &v))
 }
 
 fn sql(path: &Path, e: rusqlite::Error) -> StoreError {

@@ -39,6 +39,18 @@ impl Daemon {
         Daemon { child, log }
     }
 
+    /// Started on this test's database, once it has stored two rounds.
+    fn start_sampling(env: &Env) -> Daemon {
+        let d = Daemon::start(env, &db(env));
+        assert!(
+            wait_until(Duration::from_secs(10), || db(env).exists()
+                && samples(&db(env)).len() >= 2),
+            "no samples: {}",
+            d.log()
+        );
+        d
+    }
+
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -124,13 +136,7 @@ fn process_and_cpu_limit_faults_show_in_by_fault_with_snapshots() {
         "cpu=10%",
     ]);
     env.ok(&["up", T1]);
-    let daemon = Daemon::start(&env, &db(&env));
-    assert!(
-        wait_until(Duration::from_secs(10), || db(&env).exists()
-            && samples(&db(&env)).len() >= 2),
-        "no samples: {}",
-        daemon.log()
-    );
+    let daemon = Daemon::start_sampling(&env);
     // Forks refused at the limit, and a busy loop held to 10% of a core.
     let _ = env.run(&["run", T1, "--", "/bin/sh", "-c", FORKS]);
     env.sh(T1, BURN);
@@ -342,13 +348,7 @@ fn an_alert_posts_json_to_a_webhook_and_runs_a_command_once_per_period() {
         ),
     );
     env.ok(&["up", T1]);
-    let daemon = Daemon::start(&env, &db(&env));
-    assert!(
-        wait_until(Duration::from_secs(10), || db(&env).exists()
-            && samples(&db(&env)).len() >= 2),
-        "no samples: {}",
-        daemon.log()
-    );
+    let daemon = Daemon::start_sampling(&env);
     let _ = env.run(&["run", T1, "--", "/bin/sh", "-c", FORKS]);
     let (head, body) = accept_one(&listener, Duration::from_secs(20))
         .unwrap_or_else(|| panic!("no webhook call: {}", daemon.log()));
