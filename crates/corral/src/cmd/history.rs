@@ -263,6 +263,8 @@ fn process_cpu() -> Duration {
 /// rollups, retention, alerts). Logged when the daemon stops.
 #[derive(Default)]
 struct Account {
+    /// The tenants that could not be read in the last round.
+    errors: Vec<String>,
     rounds: u32,
     reading: Duration,
     storing: Duration,
@@ -277,11 +279,15 @@ fn round(
     let c0 = process_cpu();
     let snap = exporter.collect()?;
     let c1 = process_cpu();
-    if let Some(first) = snap.errors.first() {
-        log(format_args!(
-            "{first} ({} tenants unreadable)",
-            snap.errors.len()
-        ));
+    // Logged when what fails changes, not every round.
+    if snap.errors != account.errors {
+        if let Some(first) = snap.errors.first() {
+            log(format_args!(
+                "{first} ({} tenants unreadable)",
+                snap.errors.len()
+            ));
+        }
+        account.errors = snap.errors.clone();
     }
     let readings: Vec<Reading> = snap
         .tenants
