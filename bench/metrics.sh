@@ -3,10 +3,11 @@
 # 1,000). What a scrape costs is reading every tenant's state.json,
 # limits.json, /proc/PID/stat of its init, its cgroup files and its
 # entry-process slots, so the tenants here are made of exactly those, without
-# building N sandboxes: per tenant a state directory (state.json naming one
-# live stand-in init, a `sleep` started here; limits.json of the default plan;
-# an entry/ directory with --slots slot files and a rejections counter) and a
-# real, empty cgroup in every hierarchy corral uses, below a private parent.
+# building N sandboxes (bench/fake-tenants.sh): per tenant a state directory
+# (state.json naming one live stand-in init, a `sleep` started here;
+# limits.json of the default plan; an entry/ directory with --slots slot
+# files and a rejections counter) and a real, empty cgroup in every
+# hierarchy corral uses, below a private parent.
 # One warm-up scrape, then --scrapes scrapes with curl (time_total); prints
 # the median, min and max in ms, the exporter's own reading time
 # (corral_scrape_duration_seconds) and the size of the exposition.
@@ -60,75 +61,23 @@ fi
 mkdir -p /run/corral-bench
 WORK=$(mktemp -d /run/corral-bench/metrics.XXXXXX)
 PARENT=corral/metrics-bench-$$
-SERVER_PID='' INIT_PID=''
-CG_DIRS=()
+SERVER_PID=''
+# shellcheck source=fake-tenants.sh
+source "$(dirname "$0")/fake-tenants.sh"
 
 cleanup() {
   set +e
   [ -n "$SERVER_PID" ] && kill -TERM "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
-  [ -n "$INIT_PID" ] && kill -TERM "$INIT_PID" 2>/dev/null && wait "$INIT_PID" 2>/dev/null
-  for d in "${CG_DIRS[@]}"; do
-    [ -d "$d" ] || continue
-    find "$d" -mindepth 1 -maxdepth 1 -type d -exec rmdir {} + 2>/dev/null
-    rmdir "$d" 2>/dev/null
-  done
+  fake_tenants_cleanup
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# The hierarchies corral uses (crates/corral-limits backend.rs): cgroup v2
-# with cpu, memory and pids, else the v1 cpu, cpuacct, memory, pids, blkio
-# and freezer hierarchies.
-V2_ROOT=''
-while read -r target fstype; do
-  if [ "$fstype" = cgroup2 ] && ctl=$(cat "$target/cgroup.controllers" 2>/dev/null) &&
-     [[ " $ctl " == *" cpu "* && " $ctl " == *" memory "* && " $ctl " == *" pids "* ]]; then
-    V2_ROOT=$target
-    break
-  fi
-done < <(findmnt -rn -t cgroup2 -o TARGET,FSTYPE)
-ROOTS=()
-if [ -n "$V2_ROOT" ]; then
-  ROOTS=("$V2_ROOT")
-  mkdir -p "$V2_ROOT/$PARENT"
-  for d in "$V2_ROOT/corral" "$V2_ROOT/$PARENT"; do
-    for c in cpu memory pids io; do echo "+$c" > "$d/cgroup.subtree_control" 2>/dev/null || true; done
-  done
-else
-  while read -r target opts; do
-    for c in ${opts//,/ }; do
-      case $c in cpu|cpuacct|memory|pids|blkio|freezer) ROOTS+=("$target"); break ;; esac
-    done
-  done < <(findmnt -rn -t cgroup -o TARGET,OPTIONS)
-fi
-((${#ROOTS[@]})) || die "no cgroup hierarchy for corral found"
-for r in "${ROOTS[@]}"; do CG_DIRS+=("$r/$PARENT"); done
-
-sleep 86400 &
-INIT_PID=$!
-START=$(awk '{ sub(/.*\) /, ""); print $20 }' "/proc/$INIT_PID/stat")
-NOW=$(date +%s)
-LIMITS='{"cpu_pct":100,"cpu_weight":null,"memory_max":1073741824,"memory_high":null,"memory_swap_max":null,"processes":100,"io":{"read_bps":1048576,"write_bps":1048576,"read_iops":1024,"write_iops":1024,"devices":[]},"entry_processes":20,"mail_per_hour":null,"rlimits":{"nofile":1024,"core":null,"cpu_seconds":null,"address_space":null}}'
-
-log "$N tenants in $WORK, cgroups $PARENT in ${#ROOTS[@]} hierarchies, $SLOTS slot files each"
+log "$N tenants in $WORK, cgroups $PARENT, $SLOTS slot files each"
 t0=$(date +%s.%N)
-for ((i = 1; i <= N; i++)); do
-  name=$(printf 'mb%05d' "$i")
-  dir=$WORK/state/tenants/$name
-  mkdir -p "$dir/entry"
-  dirs=''
-  for r in "${ROOTS[@]}"; do
-    mkdir -p "$r/$PARENT/$name"
-    dirs+="${dirs:+,}\"$r/$PARENT/$name\""
-  done
-  printf '{"tenant":"%s","init_pid":%d,"init_start":%d,"digest":"bench","created_unix":%d,"proto":1,"namespaces":[],"cgroup":"%s","cgroup_parent":"%s","cgroup_dirs":[%s]}' \
-    "$name" "$INIT_PID" "$START" "$NOW" "$name" "$PARENT" "$dirs" > "$dir/state.json"
-  printf '%s' "$LIMITS" > "$dir/limits.json"
-  for ((k = 0; k < SLOTS; k++)); do : > "$dir/entry/slot.$k"; done
-  echo 0 > "$dir/entry/rejections"
-done
-log "made in $(echo "$(date +%s.%N) - $t0" | bc) s"
+fake_tenants_make "$N" "$SLOTS" "$WORK/state" "$PARENT"
+log "made in $(echo "$(date +%s.%N) - $t0" | bc) s (${#FAKE_ROOTS[@]} hierarchies)"
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 URL=http://127.0.0.1:$PORT/metrics

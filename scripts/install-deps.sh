@@ -31,6 +31,9 @@ PACKAGES=(
   # crates/corral/tests/metrics.rs: a real Prometheus scrapes `corral metrics
   # serve`, and promtool checks `corral metrics dump`
   prometheus
+  # the offline HTML pages (the bench report, `corral history --html`) are
+  # looked at in a headless browser: chromium --headless --screenshot
+  chromium
   # cgroup v2 tests boot a Debian kernel under qemu
   qemu-system-x86 linux-image-amd64 busybox-static cpio
 )

@@ -257,6 +257,14 @@ pub enum Command {
     /// for scraping, or print them once (docs/metrics.md).
     #[command(subcommand, after_help = crate::cmd::metrics::METRICS_AFTER_HELP)]
     Metrics(crate::cmd::metrics::MetricsCmd),
+    /// Usage history collector: samples every tenant's usage and faults every few seconds into
+    /// the history database, rolls up, keeps 60 days, snapshots processes at faults, sends alerts.
+    #[command(after_help = crate::cmd::history::DAEMON_AFTER_HELP)]
+    Daemon(crate::cmd::history::DaemonArgs),
+    /// Usage history (like lveinfo): usage against limits, tenants that hit limits (--by-fault) or
+    /// came near them (--by-usage), a tenant's charts (--html) and process snapshots.
+    #[command(after_help = crate::cmd::history::HISTORY_AFTER_HELP)]
+    History(crate::cmd::history::HistoryArgs),
 }
 
 const SERVICE_AFTER_HELP: &str = "Examples:

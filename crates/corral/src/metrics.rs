@@ -3,9 +3,9 @@
 //! with the Prometheus project's client (`prometheus-client`).
 //!
 //! Nothing here keeps history or runs in the background: an [`Exporter`]
-//! reads everything when asked ([`Exporter::render`]), so it lives as well in
-//! `corral metrics serve` and `corral metrics dump` as in a long-running
-//! daemon later. What it keeps between scrapes: the cgroup backend of each
+//! reads everything when asked ([`Exporter::render`], [`Exporter::collect`]),
+//! so it serves `corral metrics serve` and `corral metrics dump` as well as
+//! the history collector (`corral daemon`, cmd/history.rs). What it keeps between scrapes: the cgroup backend of each
 //! cgroup parent (detecting it parses /proc/self/mountinfo, which grows with
 //! every tenant's namespace mounts) and the `corral_scrape_errors_total`
 //! counter.
@@ -214,6 +214,19 @@ impl Exporter {
             }
         }
         s
+    }
+
+    /// The processes in a running tenant's cgroup (host pids), for the
+    /// history's fault snapshots; `None` when it is down or has no cgroup.
+    pub fn processes(&self, tenant: &str) -> Option<Vec<i32>> {
+        let st = self.layout.tenant(tenant).read_state().ok()??;
+        if !st.init_alive() {
+            return None;
+        }
+        let b = self.backend(&st.cgroup_parent).ok()?;
+        TenantCgroup::named(&b, st.cgroup.as_deref()?)
+            .and_then(|cg| cg.procs())
+            .ok()
     }
 
     /// Reads every tenant and encodes the exposition; also returns the

@@ -3,6 +3,7 @@
 mod accounts;
 pub mod cgi;
 pub mod gateway;
+pub mod history;
 mod limits;
 pub mod mail;
 pub mod metrics;
@@ -51,5 +52,7 @@ pub fn dispatch(ctx: &Ctx, cmd: Command) -> anyhow::Result<i32> {
         Command::MailBroker(a) => mail::broker(ctx, a),
         Command::Service(c) => service::service(ctx, c),
         Command::Metrics(c) => metrics::metrics(ctx, c),
+        Command::Daemon(a) => history::daemon(ctx, a),
+        Command::History(a) => history::history(ctx, a),
     }
 }
