@@ -199,7 +199,8 @@ pub enum Command {
     Restart(TenantsArg),
     /// List sandboxes with their init pid, age and whether the profile changed since.
     Ls,
-    /// Validate a profile template (default: the configured one) or a tenant's effective profile.
+    /// Validate a profile template (default: the configured one, with access.toml and gateway.toml
+    /// when present) or a tenant's effective profile.
     Check(CheckArgs),
     /// Print profiles.
     #[command(subcommand)]
@@ -254,6 +255,13 @@ pub enum Command {
     /// for scraping, or print them once (docs/metrics.md).
     #[command(subcommand, after_help = crate::cmd::metrics::METRICS_AFTER_HELP)]
     Metrics(crate::cmd::metrics::MetricsCmd),
+    /// Write the man pages and shell completions (for packaging: scripts/layout.sh).
+    #[command(hide = true)]
+    GenerateDocs {
+        /// Output directory: man1/*.1 and completions/ (corral.bash, _corral, corral.fish).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
 }
 
 const SERVICE_AFTER_HELP: &str = "Examples:
@@ -463,7 +471,8 @@ pub struct RunArgs {
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
-    /// A template file to validate; without it, the configured template.
+    /// A template file to validate; without it, the configured template (and the config dir's
+    /// access.toml and gateway.toml, if present).
     pub file: Option<PathBuf>,
     /// Also expand and validate the effective profile of this tenant.
     #[arg(long)]
