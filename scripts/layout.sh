@@ -73,7 +73,8 @@ umask 022
 mkdir -p "$DEST"
 chmod 0755 "$DEST"
 gen=$(mktemp -d)
-trap 'rm -rf "$gen"' EXIT
+# On failure, DESTDIR (absent or empty before) goes too: nothing half laid out.
+trap 'rc=$?; rm -rf "$gen"; if [ "$rc" != 0 ]; then rm -rf --one-file-system "$DEST"; fi' EXIT
 
 binary 0755 "$bin/corral" "$PREFIX/bin/corral"
 binary 0755 "$bin/corral-init" "$PREFIX/bin/corral-init"
