@@ -255,14 +255,25 @@ pub enum Command {
     /// for scraping, or print them once (docs/metrics.md).
     #[command(subcommand, after_help = crate::cmd::metrics::METRICS_AFTER_HELP)]
     Metrics(crate::cmd::metrics::MetricsCmd),
-    /// Write the man pages and shell completions (for packaging: scripts/layout.sh).
-    #[command(hide = true)]
-    GenerateDocs {
-        /// Output directory: man1/*.1 and completions/ (corral.bash, _corral, corral.fish).
-        #[arg(long, value_name = "DIR")]
-        out: PathBuf,
-    },
 }
+
+/// `corral generate-docs --out DIR`: writes the man pages and shell
+/// completions (for packaging: scripts/layout.sh). Not in [`Command`], so
+/// that neither `--help`, the pages nor the completions (clap_complete
+/// completes hidden commands too) offer it; `main` reads it before clap.
+#[derive(Parser, Debug)]
+#[command(
+    name = "corral generate-docs",
+    about = "Write corral's man pages and shell completions (for packaging)"
+)]
+pub struct GenerateDocsCli {
+    /// Output directory: man1/*.1 and completions/ (corral.bash, _corral, corral.fish).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+/// The subcommand word of [`GenerateDocsCli`].
+pub const GENERATE_DOCS: &str = "generate-docs";
 
 const SERVICE_AFTER_HELP: &str = "Examples:
   corral service ls                      every service of every running tenant

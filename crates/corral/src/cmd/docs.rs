@@ -1,10 +1,11 @@
-//! `corral generate-docs` (hidden): the man pages and shell completions that
+//! `corral generate-docs` (not in `--help`): the man pages and shell completions that
 //! packages and `scripts/install.sh` install, made from the very clap
 //! definitions `corral` parses with (cli.rs), so they cannot drift from
 //! `--help`. scripts/layout.sh runs it; nobody needs it at run time.
 //!
 //! One page per command, as git does: corral(1), corral-run(1),
-//! corral-service-ls(1)... Hidden commands (this one) get none. The helper
+//! corral-service-ls(1)... Hidden commands get none, and `generate-docs`
+//! is not in the command tree at all. The helper
 //! programs corral-init, corral-shell, corral-sendmail and the script
 //! corral-account-hook take no clap command line of their own; their pages
 //! are described here.
@@ -181,14 +182,14 @@ mod tests {
             "hidden command has a page"
         );
         assert!(page("corral-help.1").is_err(), "help subcommand has a page");
-        let bash = std::fs::read_to_string(out.path().join("completions/corral.bash")).unwrap();
-        assert!(
-            bash.contains("mail-broker"),
-            "bash completion names the commands"
-        );
-        assert!(!bash.contains("generate-docs"), "hidden command completed");
-        for f in ["completions/_corral", "completions/corral.fish"] {
-            assert!(out.path().join(f).is_file(), "{f} missing");
+        for f in ["corral.bash", "_corral", "corral.fish"] {
+            let text = std::fs::read_to_string(out.path().join("completions").join(f)).unwrap();
+            assert!(text.contains("mail-broker"), "{f}: the commands");
+            assert!(text.contains("config-dir"), "{f}: the global options");
+            assert!(
+                !text.contains("generate-docs"),
+                "{f}: completes generate-docs"
+            );
         }
     }
 }

@@ -2,7 +2,7 @@
 
 mod accounts;
 pub mod cgi;
-mod docs;
+pub mod docs;
 pub mod gateway;
 mod limits;
 pub mod mail;
@@ -52,6 +52,5 @@ pub fn dispatch(ctx: &Ctx, cmd: Command) -> anyhow::Result<i32> {
         Command::MailBroker(a) => mail::broker(ctx, a),
         Command::Service(c) => service::service(ctx, c),
         Command::Metrics(c) => metrics::metrics(ctx, c),
-        Command::GenerateDocs { out } => docs::generate(&out),
     }
 }
