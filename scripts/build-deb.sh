@@ -132,6 +132,11 @@ if [ "\$1" = configure ]; then
     if command -v update-rc.d >/dev/null 2>&1; then
         update-rc.d corral-services defaults-disabled >/dev/null
     fi
+    # Records the units so that purge removes the links of whichever the
+    # operator enables (as dh_installsystemd --no-enable does).
+    if command -v deb-systemd-helper >/dev/null 2>&1; then
+        deb-systemd-helper update-state ${units% } >/dev/null || true
+    fi
     if [ -d /run/systemd/system ]; then
         systemctl --system daemon-reload >/dev/null || true
         if [ -n "\$2" ]; then

@@ -7,7 +7,8 @@
 #   corral --version, corral check on the shipped /etc/corral, `man corral`
 #   (man-db) and other pages, the completions, the conffiles, the units and
 #   init script, that installing started nothing, that an edited conffile
-#   survives a reinstall, and that purge leaves nothing of the package.
+#   survives a reinstall, and that purge leaves nothing of the package, not
+#   even the links of units and the init script the operator enabled.
 # Then scripts/install.sh into a scratch DESTDIR must lay out the same files.
 # The chroot runs in a mount namespace of its own (its /proc vanishes with
 # it); everything is removed on exit, also on failure.
@@ -138,6 +139,13 @@ dpkg -i --force-confold /root/$(basename "$deb") >/dev/null 2>&1 || fail "reinst
 grep -q '^# edited by the operator' /etc/corral/gateway.toml || fail "reinstall replaced an edited conffile"
 step "reinstall keeps an edited conffile: ok"
 
+# The operator enables the gateway and the boot-time bring-up: the link
+# `systemctl enable corral-gateway` makes (no systemd in the chroot), and
+# update-rc.d's; purge must take those links away too.
+mkdir -p /etc/systemd/system/multi-user.target.wants
+ln -s /lib/systemd/system/corral-gateway.service /etc/systemd/system/multi-user.target.wants/
+update-rc.d corral-services enable >/dev/null
+ls /etc/rc2.d/S*corral-services >/dev/null 2>&1 || fail "update-rc.d corral-services enable made no link"
 apt-get purge -y -q corral > /root/apt.log 2>&1 || { cat /root/apt.log >&2; fail "apt-get purge corral"; }
 find / -xdev \\( -path /proc -o -path /root -o -path /var/log -o -path /var/cache -o -path /var/lib/apt \\
   -o -path /var/lib/dpkg -o -path /tmp \\) -prune -o -print | sort > /root/after.txt
@@ -146,7 +154,7 @@ find / -xdev \\( -path /proc -o -path /root -o -path /var/log -o -path /var/cach
 left=\$(comm -13 /root/before.txt /root/after.txt | grep -i corral || true)
 [ -z "\$left" ] || fail "purge left: \$left"
 dpkg -s corral >/dev/null 2>&1 && fail "corral still known to dpkg after purge"
-step "purge: nothing of corral left"
+step "purge (after enabling the gateway and the init script): nothing of corral left"
 EOT
 chmod 0755 "$root/root/test-in-chroot.sh"
 
