@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The main job on the embedded default: build corral, create two demo tenants
 # from the built-in default profile, show that they are isolated, then run the
-# quick benchmark and write the report. Usage: sudo scripts/demo.sh
+# quick benchmark and write the report. Usage (as root): scripts/demo.sh
+# Installs only what the demo needs (install-deps.sh --for demo: no login,
+# mail or VM stacks, which only the tests use).
 source "$(dirname "$0")/lib.sh"
 need_root
 cd "$REPO"
-scripts/install-deps.sh
+scripts/install-deps.sh --for demo
 scripts/test-users.sh
 echo "== building corral and corral-bench (release)" >&2
 build_release

@@ -1,42 +1,50 @@
 #!/usr/bin/env bash
-# Installs what corral needs to build, test and benchmark, idempotently.
-# Debian/Ubuntu, as root. Safe to run again: packages already present are skipped.
+# Installs the Debian packages corral needs, idempotently (Debian/Ubuntu, as
+# root; packages already present are skipped).
+#   scripts/install-deps.sh --for demo     build, run and benchmark (scripts/demo.sh)
+#   scripts/install-deps.sh --for build    build and install from source or as a .deb
+#                                          (scripts/install.sh, scripts/build-deb.sh)
+#   scripts/install-deps.sh [--for test]   everything: the above, the real login/mail/metrics
+#                                          stacks the tests drive, the cgroup v2 VM, the
+#                                          package test (scripts/test.sh)
 set -euo pipefail
 
-PACKAGES=(
-  # build
-  build-essential pkg-config ca-certificates curl
-  # sandbox plumbing used by tests (losetup, nsenter, ip)
-  util-linux iproute2 procps psmisc passwd
-  # net = "private": the tenants' egress policy (one nftables table)
-  nftables
-  # web stack and load generators for the gateway tests and benchmarks
-  nginx-light fcgiwrap nghttp2-client siege php-cgi php-fpm
-  # crates/corral/tests/sites.rs: WordPress from Debian's package (and the
-  # theme it shows posts with) on a real MariaDB, PHP with GD and MySQL
-  wordpress wordpress-theme-twentytwentythree mariadb-server php-mysql php-gd
-  # the shipped Apache 2.4 and lighttpd snippets, tested against the real
-  # servers; real system CGI applications run through the gateway (docs/sites.md)
-  apache2 lighttpd cgit gitweb
-  # peer sandboxes measured by the benchmarks
-  bubblewrap
-  # login paths caged by corral-shell and pam_corral.so, tested for real
-  # (libpam0g-dev: the PAM module links libpam)
-  openssh-server openssh-client cron libpam0g-dev
-  # bench/ssh-latency.sh: a PAM session opened without sshd
-  pamtester
-  # mail from sandboxes goes to a real MTA in the tests (Debian's default
-  # exim configuration delivers locally only)
-  exim4-daemon-light
-  # crates/corral/tests/metrics.rs: a real Prometheus scrapes `corral metrics
-  # serve`, and promtool checks `corral metrics dump`
-  prometheus
-  # the offline HTML pages (the bench report, `corral history --html`) are
-  # looked at in a headless browser: chromium --headless --screenshot
-  chromium
-  # cgroup v2 tests boot a Debian kernel under qemu
-  qemu-system-x86 linux-image-amd64 busybox-static cpio
-)
+# Compilers and what cargo needs to fetch crates.
+BUILD=(build-essential pkg-config ca-certificates curl)
+# What corral itself runs: util-linux/procps/passwd for the sandbox plumbing,
+# iproute2 and nftables for net = "private" (the default; the tenants'
+# bridge and egress policy). The .deb depends on these too.
+RUNTIME=(util-linux iproute2 procps passwd nftables)
+# The quick benchmark the demo runs: web stack, load generator, peer sandbox.
+BENCH=(nginx-light fcgiwrap nghttp2-client php-cgi php-fpm bubblewrap)
+# pam_corral.so links libpam; dpkg-shlibdeps (dpkg-dev) computes the
+# package's library dependencies; the man pages are checked with man-db.
+PACKAGE=(libpam0g-dev dpkg-dev man-db)
+# Only the tests: login paths caged by corral-shell and pam_corral.so
+# (tested for real), a PAM session without sshd (bench/ssh-latency.sh),
+# mail to a real MTA (Debian's default exim configuration delivers locally
+# only), a real Prometheus and promtool (tests/metrics.rs), siege and psmisc
+# for the gateway tests, and the package test (scripts/test-deb.sh: a
+# Debian chroot from apt's mirror, lintian).
+TEST=(psmisc siege openssh-server openssh-client cron pamtester exim4-daemon-light prometheus
+      mmdebstrap lintian)
+# Only the cgroup v2 tests: they boot a Debian kernel under qemu.
+VM=(qemu-system-x86 linux-image-amd64 busybox-static cpio)
+
+usage() { echo "usage: $0 [--for demo|build|test]" >&2; exit 2; }
+set_name=test
+case "${1:-}" in
+  "") ;;
+  --for) [ $# -eq 2 ] || usage; set_name=$2 ;;
+  --for=*) [ $# -eq 1 ] || usage; set_name=${1#--for=} ;;
+  *) usage ;;
+esac
+case $set_name in
+  demo) PACKAGES=("${BUILD[@]}" "${RUNTIME[@]}" "${BENCH[@]}") ;;
+  build) PACKAGES=("${BUILD[@]}" "${RUNTIME[@]}" "${PACKAGE[@]}") ;;
+  test) PACKAGES=("${BUILD[@]}" "${RUNTIME[@]}" "${BENCH[@]}" "${PACKAGE[@]}" "${TEST[@]}" "${VM[@]}") ;;
+  *) echo "$0: --for $set_name: expected demo, build or test" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -63,10 +71,12 @@ if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
 fi
 # scripts/test.sh gates on rustfmt and clippy: add them to a rustup toolchain
 # that lacks them.
-export PATH="$HOME/.cargo/bin:$PATH"
-for tool in rustfmt:cargo-fmt clippy:cargo-clippy; do
-  if ! command -v "${tool#*:}" >/dev/null 2>&1 && command -v rustup >/dev/null 2>&1; then
-    rustup component add "${tool%%:*}"
-  fi
-done
-echo "install-deps: ok" >&2
+if [ "$set_name" = test ]; then
+  export PATH="$HOME/.cargo/bin:$PATH"
+  for tool in rustfmt:cargo-fmt clippy:cargo-clippy; do
+    if ! command -v "${tool#*:}" >/dev/null 2>&1 && command -v rustup >/dev/null 2>&1; then
+      rustup component add "${tool%%:*}"
+    fi
+  done
+fi
+echo "install-deps ($set_name): ok" >&2

@@ -1,44 +1,46 @@
 #!/usr/bin/env bash
-# Builds corral and installs it from this checkout (as root):
-#   $PREFIX/bin/corral, $PREFIX/bin/corral-init    the tool and the tenant init
-#   $PREFIX/bin/corral-sendmail                    the sandbox's sendmail (docs/access.md)
-#   $PREFIX/sbin/corral-shell (setuid root)        the login shell (docs/access.md)
-#   /lib/<multiarch>/security/pam_corral.so        the PAM session module
-#   /etc/corral/access.toml                        who is caged (kept if it exists)
+# Builds corral and installs it from this checkout (as root), the same files
+# as the Debian package (scripts/layout.sh lists them) under PREFIX:
+#   $PREFIX/bin/corral, corral-init, corral-sendmail, $PREFIX/sbin/corral-shell
+#   (setuid root), corral-account-hook, /lib/<multiarch>/security/pam_corral.so,
+#   /etc/systemd/system/corral-*.service, /etc/init.d/corral-services,
+#   /etc/corral/{profile,access,gateway}.toml (each kept if it exists),
+#   man pages, shell completions, $PREFIX/share/corral (web server snippets).
 # Usage: scripts/install.sh [PREFIX]   (default /usr/local)
-# Nothing is configured to use them: sshd/cron/su PAM lines and login shells
-# are the operator's choice (docs/access.md).
+#        DESTDIR=DIR scripts/install.sh [PREFIX]   installs under DIR instead of /
+# On Debian, prefer the package: scripts/build-deb.sh, then
+# apt install ./corral_*.deb (README.md, "Install").
+# Nothing is enabled or configured to use them: units, sshd/cron/su PAM lines
+# and login shells are the operator's choice (docs/access.md).
 source "$(dirname "$0")/lib.sh"
 need_root
 PREFIX=${1:-/usr/local}
+ROOT=${DESTDIR:-/}
 cd "$REPO"
-scripts/install-deps.sh
-build_release
-build_pam_module release
-bin=$(dirname "$CORRAL")
-install -d "$PREFIX/bin" "$PREFIX/sbin" /etc/corral
-install -o root -g root -m 0755 "$bin/corral" "$bin/corral-init" "$bin/corral-sendmail" "$PREFIX/bin/"
-install -o root -g root -m 4755 "$bin/corral-shell" "$PREFIX/sbin/corral-shell"
-security=/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/security
-install -d "$security"
-install -o root -g root -m 0644 "$CORRAL_PAM_MODULE" "$security/pam_corral.so"
-if [ ! -e /etc/corral/access.toml ]; then
-  cat > /etc/corral/access.toml <<EOT
-# Who is caged at login (docs/access.md). Root never is.
-# min_uid = 1000          # default: UID_MIN of /etc/login.defs
-exempt = []               # accounts never caged, e.g. ["admin"]
-# group = "tenants"       # only members of this group are caged
-corral = "$PREFIX/bin/corral"
-EOT
+scripts/install-deps.sh --for build
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+scripts/layout.sh "$stage/root" "$PREFIX"
+# Configuration the operator may have edited is never replaced: the new
+# default goes next to it as NAME.dist.
+(cd "$stage/root" && find etc -type f) | while read -r f; do
+  if [ -e "$ROOT/$f" ] && ! cmp -s "$ROOT/$f" "$stage/root/$f"; then
+    mv "$stage/root/$f" "$stage/root/$f.dist"
+    echo "kept $ROOT/$f (the new default: $ROOT/$f.dist)" >&2
+  fi
+done
+# Everything else replaces what is there (owner, mode, setuid kept; existing
+# directories and directory symlinks such as a merged /lib left alone).
+mkdir -p "$ROOT"
+tar -C "$stage/root" -cf - . | tar -C "$ROOT" -xf - --keep-directory-symlink --no-overwrite-dir
+if [ "$ROOT" != / ]; then
+  echo "installed under $ROOT$PREFIX (file list: scripts/layout.sh)" >&2
+  exit 0
 fi
-# Boot-time bring-up of tenants with services (not enabled here).
 if [ -d /run/systemd/system ]; then
-  sed "s#/usr/local/bin/corral#$PREFIX/bin/corral#" config/corral-services.service \
-    > /etc/systemd/system/corral-services.service
-  echo "enable at boot: systemctl daemon-reload && systemctl enable corral-services" >&2
+  systemctl daemon-reload
+  echo "enable at boot: systemctl enable --now corral-services (and corral-gateway, corral-mail-broker, corral-metrics as needed)" >&2
 else
-  sed "s#/usr/local/bin/corral#$PREFIX/bin/corral#" config/corral-boot > /etc/init.d/corral-boot
-  chmod 0755 /etc/init.d/corral-boot
-  echo "enable at boot: update-rc.d corral-boot defaults" >&2
+  echo "enable at boot: update-rc.d corral-services defaults" >&2
 fi
-echo "installed: $PREFIX/bin/corral $PREFIX/bin/corral-init $PREFIX/bin/corral-sendmail $PREFIX/sbin/corral-shell $security/pam_corral.so" >&2
+echo "installed under $PREFIX (file list: scripts/layout.sh); man corral" >&2

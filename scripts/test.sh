@@ -2,11 +2,12 @@
 # Runs every test of corral: the style gates (rustfmt, clippy), unit and
 # integration tests (as root, with real namespaces and cgroups), then a
 # bounded fuzzing run of every parser.
-# Installs what it needs first. Usage: sudo scripts/test.sh
+# Installs what it needs first (install-deps.sh --for test: everything).
+# Usage (as root): scripts/test.sh
 source "$(dirname "$0")/lib.sh"
 need_root
 cd "$REPO"
-scripts/install-deps.sh
+scripts/install-deps.sh --for test
 scripts/test-users.sh
 start=$(date +%s)
 # Style gates first: formatting, then clippy with every warning an error
@@ -23,6 +24,8 @@ build_pam_module
 CARGO_TARGET_DIR="$REPO/target/pam" cargo test -q -p pam-corral
 echo "== cargo test (workspace)" >&2
 static_cargo test --workspace --exclude pam-corral --no-fail-fast -- --test-threads=2
+echo "== Debian package: build, install into a fresh Debian chroot, check" >&2
+scripts/test-deb.sh
 if [ -x scripts/fuzz.sh ]; then
   echo "== fuzzing (bounded)" >&2
   scripts/fuzz.sh "${CORRAL_FUZZ_SECONDS:-30}"

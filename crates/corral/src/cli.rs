@@ -201,8 +201,9 @@ pub enum Command {
     /// (stderr; `--json`: skipped_binds) about -try binds a sandbox lacks: the source is missing,
     /// or appeared after it was built (`corral restart` binds it).
     Ls,
-    /// Validate a profile template (default: the configured one) or a tenant's effective profile;
-    /// warns (stderr, FILE:LINE:COL) about -try binds whose source is missing, which `up` skips.
+    /// Validate a profile template (default: the configured one, with access.toml and gateway.toml
+    /// when present) or a tenant's effective profile; warns (stderr, FILE:LINE:COL) about -try
+    /// binds whose source is missing, which `up` skips.
     Check(CheckArgs),
     /// Print profiles.
     #[command(subcommand)]
@@ -266,6 +267,24 @@ pub enum Command {
     #[command(after_help = crate::cmd::history::HISTORY_AFTER_HELP)]
     History(crate::cmd::history::HistoryArgs),
 }
+
+/// `corral generate-docs --out DIR`: writes the man pages and shell
+/// completions (for packaging: scripts/layout.sh). Not in [`Command`], so
+/// that neither `--help`, the pages nor the completions (clap_complete
+/// completes hidden commands too) offer it; `main` reads it before clap.
+#[derive(Parser, Debug)]
+#[command(
+    name = "corral generate-docs",
+    about = "Write corral's man pages and shell completions (for packaging)"
+)]
+pub struct GenerateDocsCli {
+    /// Output directory: man1/*.1 and completions/ (corral.bash, _corral, corral.fish).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+/// The subcommand word of [`GenerateDocsCli`].
+pub const GENERATE_DOCS: &str = "generate-docs";
 
 const SERVICE_AFTER_HELP: &str = "Examples:
   corral service ls                      every service of every running tenant
@@ -474,7 +493,8 @@ pub struct RunArgs {
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
-    /// A template file to validate; without it, the configured template.
+    /// A template file to validate; without it, the configured template (and the config dir's
+    /// access.toml and gateway.toml, if present).
     pub file: Option<PathBuf>,
     /// Also expand and validate the effective profile of this tenant.
     #[arg(long)]

@@ -12,6 +12,16 @@ fn main() {
     // `corral run` (the hot path) in its plain forms is read without clap
     // (see `cli::RunCli::parse_plain`); everything else, as always, by clap.
     let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if argv.first().is_some_and(|a| a == cli::GENERATE_DOCS) {
+        let a = cli::GenerateDocsCli::parse_from(&argv);
+        std::process::exit(match cmd::docs::generate(&a.out) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("corral: {}", out::error_line(&e));
+                ctx::EXIT_FAILURE
+            }
+        });
+    }
     let plain = cli::run_command_args(&argv)
         .and_then(|args| cli::RunCli::parse_plain(&args, |v| std::env::var_os(v)));
     let (global, command) = match plain {

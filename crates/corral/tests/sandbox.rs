@@ -394,6 +394,38 @@ fn check_validates_files() {
     );
 }
 
+/// `corral check` without FILE also validates the config dir's access.toml
+/// and gateway.toml (what the Debian package ships), naming a broken one.
+#[test]
+fn check_validates_the_config_dirs_other_files() {
+    let env = Env::new();
+    let access = env.config_dir().join("access.toml");
+    let map = env.config_dir().join("gateway.toml");
+    std::fs::write(&access, "exempt = []\ncorral = \"/usr/bin/corral\"\n").unwrap();
+    std::fs::write(&map, "min_uid = 1000\nunmapped = \"owner\"\n").unwrap();
+    let out = env.ok(&["check"]);
+    for f in [&access, &map] {
+        assert!(out.contains(&format!("{}: ok", f.display())), "{out}");
+    }
+    for (file, broken) in [
+        (&access, "corral = \"relative/corral\"\n"),
+        (&map, "unmapped = \"sometimes\"\n"),
+    ] {
+        let good = std::fs::read_to_string(file).unwrap();
+        std::fs::write(file, broken).unwrap();
+        let o = env.run(&["check"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{} accepted: {broken}", file.display());
+        assert!(err.contains(&file.display().to_string()), "{err}");
+        std::fs::write(file, good).unwrap();
+    }
+    // A file named explicitly is checked alone, as before.
+    std::fs::write(&map, "unmapped = \"sometimes\"\n").unwrap();
+    let good = env.config_dir().join("good.toml");
+    std::fs::write(&good, corral_profile::DEFAULT_PROFILE).unwrap();
+    env.ok(&["check", good.to_str().unwrap()]);
+}
+
 #[test]
 fn detached_service_logs_and_outlives_the_caller() {
     let env = Env::new();

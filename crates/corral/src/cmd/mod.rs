@@ -2,6 +2,7 @@
 
 mod accounts;
 pub mod cgi;
+pub mod docs;
 pub mod gateway;
 pub mod history;
 mod limits;

@@ -4,6 +4,23 @@ use crate::cli::{CheckArgs, ProfileCmd};
 use crate::ctx::Ctx;
 use crate::out::{out, outln};
 
+/// The configuration directory's other files, when present: who is caged
+/// at login (access.toml) and the gateway's map (gateway.toml), each read
+/// by the same code as the programs that use it.
+fn check_other_files(ctx: &Ctx) -> anyhow::Result<()> {
+    let access = ctx.config_dir.join("access.toml");
+    if access.exists() {
+        corral_access::config::AccessConfig::load(&access, true)?;
+        outln!("{}: ok", access.display());
+    }
+    let map = ctx.config_dir.join("gateway.toml");
+    if map.exists() {
+        corral_gateway::TenantMap::load(&map)?;
+        outln!("{}: ok", map.display());
+    }
+    Ok(())
+}
+
 pub fn check(ctx: &Ctx, a: CheckArgs) -> anyhow::Result<i32> {
     let explicit = a.file.is_some();
     let file = a
@@ -39,6 +56,9 @@ pub fn check(ctx: &Ctx, a: CheckArgs) -> anyhow::Result<i32> {
             "{}: absent, so the built-in default profile applies: ok",
             file.display()
         );
+    }
+    if !explicit {
+        check_other_files(ctx)?;
     }
     if let Some(t) = a.tenant {
         let plan = corral_profile::load(&ctx.config_dir, &t)?;
