@@ -274,7 +274,6 @@ fn create(
         }
     }
     let names = namespaces::names(&plan.namespaces);
-    namespaces::persist(pid, &dir.ns(), &names)?;
     let init_start = process_start(pid).ok_or_else(|| SandboxError::ExitedAfterSetup {
         tenant: plan.tenant.name.clone(),
     })?;
@@ -608,6 +607,8 @@ fn remove_all(
     cgroup_parent: Option<&str>,
 ) -> Result<(), SandboxError> {
     let dir = layout.tenant(tenant);
+    // An older corral kept each sandbox's namespaces as bind mounts under
+    // ns/: a sandbox it brought up is cleaned up here too.
     namespaces::release(&dir.ns());
     if let Some(a) = std::fs::read(dir.net())
         .ok()

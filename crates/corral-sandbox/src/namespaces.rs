@@ -6,7 +6,7 @@
 use corral_profile::plan::{Namespaces, NetMode};
 use corral_security::{Failure, Step};
 use nix::errno::Errno;
-use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::mount::{umount2, MntFlags};
 use nix::sched::CloneFlags;
 use nix::unistd::{fork, ForkResult};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -81,47 +81,9 @@ fn e(what: &'static str, path: &Path) -> impl FnOnce(Errno) -> NsError {
     move |errno| NsError { what, path, errno }
 }
 
-/// Bind-mount /proc/<pid>/ns/<name> onto <dir>/<name> for every name. `dir`
-/// first becomes a private mount of its own, so the namespace mounts neither
-/// propagate anywhere nor create mount-namespace loops.
-pub fn persist(pid: i32, dir: &Path, names: &[&str]) -> Result<(), NsError> {
-    std::fs::create_dir_all(dir).map_err(|err| NsError {
-        what: "create",
-        path: dir.display().to_string(),
-        errno: Errno::from_raw(err.raw_os_error().unwrap_or(0)),
-    })?;
-    mount(Some(dir), dir, None::<&str>, MsFlags::MS_BIND, None::<&str>)
-        .map_err(e("bind ns dir", dir))?;
-    mount(
-        None::<&str>,
-        dir,
-        None::<&str>,
-        MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .map_err(e("make private", dir))?;
-    for name in names {
-        let target = dir.join(name);
-        std::fs::File::create(&target).map_err(|err| NsError {
-            what: "create",
-            path: target.display().to_string(),
-            errno: Errno::from_raw(err.raw_os_error().unwrap_or(0)),
-        })?;
-        let src = format!("/proc/{pid}/ns/{name}");
-        mount(
-            Some(src.as_str()),
-            &target,
-            None::<&str>,
-            MsFlags::MS_BIND,
-            None::<&str>,
-        )
-        .map_err(e("persist namespace", &target))?;
-    }
-    Ok(())
-}
-
-/// Undo `persist`: unmount every ns file and the private dir itself. Missing
-/// pieces are fine (this also cleans up after a half-finished `up`).
+/// Unmount every namespace file an older corral bind-mounted under `dir`
+/// (a private mount of its own), and the dir itself. Missing pieces are
+/// fine: a sandbox brought up by this corral has none.
 pub fn release(dir: &Path) {
     if let Ok(rd) = std::fs::read_dir(dir) {
         for ent in rd.flatten() {
@@ -133,8 +95,8 @@ pub fn release(dir: &Path) {
     let _ = std::fs::remove_dir(dir);
 }
 
-/// Open every persisted namespace file (before joining any: after the mount
-/// namespace changes, the state dir is no longer visible).
+/// Open every namespace file under `dir` (before joining any: after the
+/// mount namespace changes, the host's /proc is no longer visible).
 pub fn open(dir: &Path, names: &[String]) -> Result<Vec<(OwnedFd, CloneFlags)>, NsError> {
     names
         .iter()

@@ -7,7 +7,6 @@
 //!     state.json    init pid + start time, profile digest, creation time
 //!     plan.json     the plan the sandbox was built from (read by `run`)
 //!     control.sock  the init's control socket (host side only)
-//!     ns/           a private mount holding bind-mounted namespace files
 //!     root/         empty mount point used while the rootfs is built
 //!     limits.json   effective limits (plan + `corral limits set`)
 //!     entry/        entry-process slots
@@ -28,7 +27,7 @@ pub struct TenantState {
     pub digest: String,
     pub created_unix: u64,
     pub proto: u32,
-    /// Namespace files under ns/, in join order.
+    /// The sandbox's namespaces (/proc/INIT/ns/NAME), in join order.
     pub namespaces: Vec<String>,
     /// The tenant's cgroup name below the cgroup parent, if limits are on.
     pub cgroup: Option<String>,

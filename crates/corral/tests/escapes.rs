@@ -771,15 +771,9 @@ fn namespaces_cannot_be_joined_through_proc_ns() {
         env.ok(&["up", T1]);
         let me = std::process::id().to_string();
         let init = env.init_pid(T1).to_string();
-        let nsdir = env.state_dir().join("tenants").join(T1).join("ns");
-        let mut args = vec![me.clone(), init.clone()];
-        for ns in ["mnt", "pid", "user", "net"] {
-            args.push(nsdir.join(ns).display().to_string());
-        }
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let args = [me.as_str(), init.as_str()];
         Verdict::Blocked(
-            probe(env, T1, &inst, "setns", &m, &args)
-                .assert_blocked("setns on /proc/*/ns/* and the persisted ns files"),
+            probe(env, T1, &inst, "setns", &m, &args).assert_blocked("setns on /proc/*/ns/*"),
         )
     });
 }
@@ -1364,19 +1358,27 @@ fn the_control_socket_and_the_state_dir_are_unreachable() {
         let inst = Installed::new(T1);
         env.ok(&["up", T1]);
         let dir = env.state_dir().join("tenants").join(T1);
-        let (state, control, ns) = (
+        let (state, control, plan) = (
             env.state_dir().display().to_string(),
             dir.join("control.sock").display().to_string(),
-            dir.join("ns").display().to_string(),
+            dir.join("plan.json").display().to_string(),
         );
         assert!(Path::new(&control).exists());
         let mut c = Checks::default();
         c.probe(
-            &probe(env, T1, &inst, "sockets", &m, &[&state, &control, &ns]),
+            &probe(env, T1, &inst, "sockets", &m, &[&state, &control, &plan]),
             "the state dir, the control socket, /proc/net/unix, /proc/1/fd",
         );
         c.probe(
-            &probe_detached(env, &[], T1, &inst, "sockets", &m, &[&state, &control, &ns]),
+            &probe_detached(
+                env,
+                &[],
+                T1,
+                &inst,
+                "sockets",
+                &m,
+                &[&state, &control, &plan],
+            ),
             "the same from a detached process",
         );
         c.done()

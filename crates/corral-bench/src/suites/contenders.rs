@@ -57,7 +57,7 @@ pub fn nsenter_join(
     t: &Tenant,
     wd: Option<&Path>,
 ) -> Result<Vec<String>> {
-    let ns = env.ns_dir(&t.name);
+    let ns = env.ns_dir(&t.name)?;
     let mut v = vec![nsenter.display().to_string()];
     for name in env.namespaces(&t.name)? {
         let opt = match name.as_str() {

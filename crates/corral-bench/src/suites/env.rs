@@ -207,9 +207,14 @@ impl BenchEnv {
         Layout::new(&self.state_dir)
     }
 
-    /// The directory of a tenant's persisted namespace files.
-    pub fn ns_dir(&self, tenant: &str) -> PathBuf {
-        self.layout().tenant(tenant).ns()
+    /// The directory of a running tenant's namespace files: its init's
+    /// /proc/PID/ns (corral joins through them; nothing is bind-mounted on
+    /// the host).
+    pub fn ns_dir(&self, tenant: &str) -> Result<PathBuf> {
+        Ok(PathBuf::from(format!(
+            "/proc/{}/ns",
+            self.tenant_state(tenant)?.init_pid
+        )))
     }
 
     /// A running sandbox's state (its state.json).

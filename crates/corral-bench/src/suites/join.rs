@@ -238,7 +238,7 @@ fn contenders(ctx: &mut Ctx, t: &crate::suites::env::Tenant) -> Result<Vec<Conte
     run.push(prog.clone());
     cs.push(Contender::new(mode::CORRAL_RUN, run, false, false));
     // The floor for any wrapper: a static C program that only setns()es into
-    // the same persisted files, drops to the tenant, forks and execs.
+    // the init's namespace files, drops to the tenant, forks and execs.
     let wrap = crate::suites::cbuild::compile(
         &ctx.cc,
         &crate::suites::cbuild::JOINWRAP,
@@ -249,7 +249,7 @@ fn contenders(ctx: &mut Ctx, t: &crate::suites::env::Tenant) -> Result<Vec<Conte
         t.uid.to_string(),
         t.gid.to_string(),
     ];
-    let ns_dir = ctx.env.ns_dir(&t.name);
+    let ns_dir = ctx.env.ns_dir(&t.name)?;
     for name in ctx.env.namespaces(&t.name)? {
         cw.push(ns_dir.join(name).display().to_string());
     }

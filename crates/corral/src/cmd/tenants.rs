@@ -149,7 +149,7 @@ pub fn ls(ctx: &Ctx) -> anyhow::Result<i32> {
                 let skipped_binds = built
                     .map(|p| crate::cmd::profile::skipped_binds(&p, Some(&root)))
                     .unwrap_or_default();
-                let ns_dir = ctx.layout.tenant(&t).ns();
+                let ns_dir = std::path::PathBuf::from(format!("/proc/{}/ns", s.init_pid));
                 let ns_inodes = s
                     .namespaces
                     .iter()

@@ -1143,11 +1143,11 @@ static void exe_watch(int argc, char **argv) {
 /* ARGS: STATE_DIR CONTROL_SOCKET NS_DIR */
 static void sockets(int argc, char **argv) {
     if (argc < 3)
-        SETUP("sockets: want STATE_DIR CONTROL_SOCKET NS_DIR");
-    const char *state = argv[0], *control = argv[1], *nsdir = argv[2];
+        SETUP("sockets: want STATE_DIR CONTROL_SOCKET PLAN_FILE");
+    const char *state = argv[0], *control = argv[1], *plan = argv[2];
     struct stat st;
     char what[PATH_MAX + 64];
-    const char *paths[] = {state, control, nsdir};
+    const char *paths[] = {state, control, plan};
     for (int i = 0; i < 3; i++) {
         snprintf(what, sizeof what, "stat %s", paths[i]);
         must_fail(what, stat(paths[i], &st));
