@@ -37,13 +37,23 @@ fn fixture(nsswitch: &str, answers: &str) -> Fixture {
         std::fs::write(&p, text).unwrap();
         p
     };
-    let getent = w(
-        "getent",
+    let source = w(
+        "getent.sh",
         &format!(
             "#!/bin/sh\necho \"$@\" >> {}/asked\ncase \"$1:$3\" in\n{answers}\n*) exit 2;;\nesac\n",
             dir.path().display()
         ),
     );
+    // The script that is executed is written by another process (cp): a
+    // write fd of this one, inherited by a child another test thread forks
+    // at that moment, would make the exec fail with ETXTBSY.
+    let getent = dir.path().join("getent");
+    let cp = std::process::Command::new("cp")
+        .arg(&source)
+        .arg(&getent)
+        .status()
+        .unwrap();
+    assert!(cp.success());
     std::fs::set_permissions(&getent, std::fs::Permissions::from_mode(0o755)).unwrap();
     let db = Db {
         passwd: w("passwd", PASSWD),
