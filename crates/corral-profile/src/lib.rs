@@ -97,14 +97,11 @@ pub(crate) fn load_with(
     )
 }
 
-/// Where a tenant's disk /tmp lives according to the files under
-/// `config_dir`, without looking the tenant up (it may be a deleted
-/// account): the override's `[tmp]`, else the template's, else the default;
-/// only `$USER` is expanded. None for a tmpfs /tmp, or when the path needs
-/// more than the name (`$HOME`, `$UID`...).
-pub fn tmp_dir_of(config_dir: &Path, tenant: &str) -> Option<std::path::PathBuf> {
-    // The same parser and overlay as `load` (an override that sets `kind`
-    // replaces the template's [tmp]), without the tenant lookup.
+/// The template overlaid with `tenant`'s override, parsed but not expanded
+/// and without looking the tenant up (it may be a deleted account). None
+/// when a file does not parse.
+fn raw_layer_of(config_dir: &Path, tenant: &str) -> Option<layer::Layer> {
+    // The same parser and overlay as `load`.
     let parse = |path: &Path, text: &str| {
         let lines = error::line_starts(text);
         layer::parse(error::Source {
@@ -124,6 +121,24 @@ pub fn tmp_dir_of(config_dir: &Path, tenant: &str) -> Option<std::path::PathBuf>
     if let Ok(t) = std::fs::read_to_string(&over_path) {
         layer = layer.overlay(parse(&over_path, &t)?);
     }
+    Some(layer)
+}
+
+/// `pattern` with `$USER` expanded to `tenant`: None when it needs more
+/// than the name (`$HOME`, `$UID`...) or is not an absolute path below `/`.
+fn path_of_name(pattern: &str, tenant: &str) -> Option<std::path::PathBuf> {
+    let p = pattern.replace("${USER}", tenant).replace("$USER", tenant);
+    (!p.contains('$') && p.starts_with('/') && p != "/").then(|| std::path::PathBuf::from(p))
+}
+
+/// Where a tenant's disk /tmp lives according to the files under
+/// `config_dir`, without looking the tenant up (it may be a deleted
+/// account): the override's `[tmp]`, else the template's, else the default;
+/// only `$USER` is expanded. None for a tmpfs /tmp, or when the path needs
+/// more than the name (`$HOME`, `$UID`...).
+pub fn tmp_dir_of(config_dir: &Path, tenant: &str) -> Option<std::path::PathBuf> {
+    // An override that sets `kind` replaces the template's [tmp].
+    let layer = raw_layer_of(config_dir, tenant)?;
     if layer.tmp.kind.map(|k| k.v) == Some(layer::TmpKind::Tmpfs) {
         return None;
     }
@@ -132,8 +147,23 @@ pub fn tmp_dir_of(config_dir: &Path, tenant: &str) -> Option<std::path::PathBuf>
         .dir
         .map(|d| d.v)
         .unwrap_or_else(|| build::DEFAULT_TMP_DIR.to_string());
-    let p = pattern.replace("${USER}", tenant).replace("$USER", tenant);
-    (!p.contains('$') && p.starts_with('/') && p != "/").then(|| std::path::PathBuf::from(p))
+    path_of_name(&pattern, tenant)
+}
+
+/// The sources of the `bind` mounts with `create = true` (the directories
+/// `up` makes for the tenant, e.g. its PHP sessions) according to the files
+/// under `config_dir`, without looking the tenant up; only `$USER` is
+/// expanded, sources that need more are left out.
+pub fn created_dirs_of(config_dir: &Path, tenant: &str) -> Vec<std::path::PathBuf> {
+    let Some(layer) = raw_layer_of(config_dir, tenant) else {
+        return Vec::new();
+    };
+    layer
+        .mounts
+        .iter()
+        .filter(|m| m.create.as_ref().is_some_and(|c| c.v))
+        .filter_map(|m| path_of_name(&m.src.as_ref()?.v, tenant))
+        .collect()
 }
 
 /// Check a template (or tenant override) file on its own: it is expanded for

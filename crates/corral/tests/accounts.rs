@@ -101,18 +101,33 @@ fn gc_collects_deleted_accounts_and_nothing_else() {
     env.ok(&["up", &u]);
     env.ok(&["up", T1]);
     let tmp = |t: &str| env.state_dir().join("tmp").join(t);
-    assert!(tmp(&u).is_dir());
+    let sessions = |t: &str| env.sessions_dir().join(t);
+    assert!(tmp(&u).is_dir() && sessions(&u).is_dir());
+    // Taken down first: corral then knows its directories from the
+    // profile alone once the account is gone.
+    env.ok(&["down", &u]);
     // Nothing to collect while every account exists.
     let o = env.ok(&["gc"]);
     assert!(o.contains("nothing to collect"), "{o}");
     // The panel deletes the account without telling corral.
     user.delete();
+    // A directory at the same place that an existing account owns is not
+    // the deleted account's.
+    let other = format!("{u}x");
+    std::fs::create_dir(sessions(&other)).unwrap();
+    std::os::unix::fs::lchown(sessions(&other), Some(uid_of(T2)), None).unwrap();
     let dry = env.ok(&["gc", "--dry-run"]);
     assert!(dry.contains(&u) && dry.contains("would remove"), "{dry}");
     assert!(tmp(&u).is_dir(), "a dry run removes nothing");
     let out = env.ok(&["gc"]);
     println!("{out}");
     assert!(!tmp(&u).exists(), "its /tmp: {out}");
+    assert!(!sessions(&u).exists(), "its PHP sessions: {out}");
+    assert!(
+        sessions(&other).is_dir(),
+        "another account's directory: {out}"
+    );
+    std::fs::remove_dir(sessions(&other)).unwrap();
     assert!(!env.config.path().join(format!("tenants/{u}.toml")).exists());
     assert!(!env.state_dir().join("tenants").join(&u).exists());
     assert!(cgroup_dirs(&env, &u).is_empty());

@@ -308,3 +308,29 @@ fn tmp_dir_of_reads_the_files_without_the_account() {
         "needs more than the name"
     );
 }
+
+#[test]
+fn created_dirs_of_reads_the_files_without_the_account() {
+    use crate::created_dirs_of;
+    let dir = config();
+    // The template's own (PHP sessions, when the template has it) come
+    // first; an override adds its `create = true` binds, expanded by name
+    // only: one that needs `$HOME` is left out.
+    let base = created_dirs_of(dir.path(), "gone-user");
+    assert_eq!(
+        base,
+        [PathBuf::from("/var/lib/corral/php-sessions/gone-user")],
+        "the built-in profile's PHP sessions"
+    );
+    fs::write(
+        dir.path().join("tenants/gone-user.toml"),
+        "[[mount]]\ntype = \"bind\"\nsrc = \"/srv/own/$USER\"\ndst = \"/own\"\ncreate = true\n\
+         [[mount]]\ntype = \"bind\"\nsrc = \"$HOME/x\"\ndst = \"/x\"\ncreate = true\n\
+         [[mount]]\ntype = \"bind\"\nsrc = \"/srv/shared\"\ndst = \"/shared\"\n",
+    )
+    .unwrap();
+    let mut want = base.clone();
+    want.push(PathBuf::from("/srv/own/gone-user"));
+    assert_eq!(created_dirs_of(dir.path(), "gone-user"), want);
+    assert!(!want.iter().any(|p| p.starts_with("/srv/shared")));
+}

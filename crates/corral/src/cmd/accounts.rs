@@ -28,19 +28,35 @@ fn leftovers(ctx: &Ctx, tenant: &str) -> Vec<(&'static str, PathBuf)> {
     // The directories `create = true` made for it (its PHP sessions): only
     // those still owned by it, so a profile that names a shared directory
     // never has it removed.
-    let own_dirs: Vec<PathBuf> = plan
-        .iter()
-        .flat_map(|p| p.mounts.iter().map(move |m| (p.tenant.uid, m)))
-        .filter_map(|(uid, m)| match m {
-            corral_profile::plan::MountOp::Bind {
-                src, create: true, ..
-            } => {
-                let owner = std::os::unix::fs::MetadataExt::uid(&src.symlink_metadata().ok()?);
-                (owner == uid).then(|| src.clone())
-            }
-            _ => None,
-        })
-        .collect();
+    let owner = |p: &Path| {
+        Some(std::os::unix::fs::MetadataExt::uid(
+            &p.symlink_metadata().ok()?,
+        ))
+    };
+    let own_dirs: Vec<PathBuf> = match &plan {
+        Some(p) => p
+            .mounts
+            .iter()
+            .filter_map(|m| match m {
+                corral_profile::plan::MountOp::Bind {
+                    src, create: true, ..
+                } => (owner(src)? == p.tenant.uid).then(|| src.clone()),
+                _ => None,
+            })
+            .collect(),
+        // A deleted account: its uid is gone with it, so a directory is
+        // its own when no account (and not root) owns it now; one whose uid
+        // was given to a new account stays.
+        None => {
+            let db = corral_users::Db::system();
+            corral_profile::created_dirs_of(&ctx.config_dir, tenant)
+                .into_iter()
+                .filter(|d| {
+                    owner(d).is_some_and(|uid| uid != 0 && matches!(db.user_by_uid(uid), Ok(None)))
+                })
+                .collect()
+        }
+    };
     let tmp = match plan.map(|p| p.tmp) {
         Some(TmpPlan::Disk { host_dir, .. }) => Some(host_dir),
         Some(TmpPlan::Tmpfs { .. }) => None,
@@ -115,8 +131,9 @@ pub fn remove(ctx: &Ctx, tenant: &str, dry_run: bool) -> anyhow::Result<i32> {
 }
 
 /// Every name corral keeps something of: sandbox states, overrides,
-/// suspension records, disk /tmp directories (when the profile puts them
-/// at `<dir>/$USER`), service log directories.
+/// suspension records, disk /tmp directories and the directories of
+/// `create = true` binds (when the profile puts them at `<dir>/$USER`),
+/// service log directories.
 fn known_names(ctx: &Ctx) -> anyhow::Result<BTreeSet<String>> {
     let mut names: BTreeSet<String> = ctx.layout.list()?.into_iter().collect();
     let stems = |dir: PathBuf, ext: &str| -> Vec<String> {
@@ -145,6 +162,12 @@ fn known_names(ctx: &Ctx) -> anyhow::Result<BTreeSet<String>> {
     };
     const PROBE: &str = "corral-gc-probe";
     if let Some(p) = corral_profile::tmp_dir_of(&ctx.config_dir, PROBE) {
+        if p.file_name().is_some_and(|n| n == PROBE) {
+            names.extend(dirs_in(p.parent().expect("absolute, not /")));
+        }
+    }
+    // The directories `create = true` binds make (`<dir>/$USER`).
+    for p in corral_profile::created_dirs_of(&ctx.config_dir, PROBE) {
         if p.file_name().is_some_and(|n| n == PROBE) {
             names.extend(dirs_in(p.parent().expect("absolute, not /")));
         }
