@@ -17,9 +17,10 @@ pub enum SecurityError {
     #[error("refusing to deny {0:?}: a tenant process cannot start or exit without it")]
     EssentialSyscall(String),
 
-    /// seccompiler refused the rules (should not happen for rules corral builds).
-    #[error("compiling the seccomp filter: {0}")]
-    Compile(#[source] seccompiler::BackendError),
+    /// An argument rule compares a value wider than the 32 bits the
+    /// filter reads (should not happen for the rules corral builds).
+    #[error("compiling the seccomp filter: argument value {0:#x} does not fit 32 bits")]
+    ArgumentValue(u64),
 
     /// A syscall number that does not fit a BPF comparison (should not
     /// happen for the numbers of the syscall table).

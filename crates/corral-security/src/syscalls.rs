@@ -1,7 +1,7 @@
 //! System call names → numbers for the architecture corral is built for.
 //!
-//! seccompiler keeps its own table private (and it stops at Linux 5.10), so
-//! corral carries one: profiles name syscalls, the filter needs numbers.
+//! Profiles name syscalls, the filter needs numbers: corral carries the
+//! table itself (libc's `SYS_*` constants have no names to look up).
 
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
