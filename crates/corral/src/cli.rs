@@ -507,6 +507,15 @@ pub enum ProfileCmd {
     Default,
     /// Print a tenant's effective profile: template + overrides, variables expanded.
     Show { tenant: String },
+    /// Compile a tenant's seccomp filter and describe it, or write the program to a file
+    /// (the raw `struct sock_filter` array the kernel takes: for auditing with a BPF
+    /// disassembler, or for `bench/c/seccomp.c --bpf` and `bench/c/seccomp-install.c`).
+    Seccomp {
+        tenant: String,
+        /// Write the program here (created or replaced)
+        #[arg(long, value_name = "FILE")]
+        out: Option<std::path::PathBuf>,
+    },
 }
 
 #[cfg(test)]

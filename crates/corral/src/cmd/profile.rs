@@ -158,6 +158,40 @@ pub fn profile(ctx: &Ctx, p: ProfileCmd) -> anyhow::Result<i32> {
                 out!("{}", corral_profile::render(&plan));
             }
         }
+        ProfileCmd::Seccomp { tenant, out } => {
+            let plan = corral_profile::load(&ctx.config_dir, &tenant)?;
+            let filter = corral_security::seccomp::build(&plan.seccomp)
+                .map_err(|e| anyhow::anyhow!("{tenant}: {e}"))?;
+            let Some(filter) = filter else {
+                anyhow::bail!(
+                    "{tenant}: the profile disables seccomp ([seccomp] enabled = false): no filter"
+                );
+            };
+            if let Some(path) = &out {
+                std::fs::write(path, filter.to_bytes())
+                    .map_err(|e| anyhow::anyhow!("write {}: {e}", path.display()))?;
+            }
+            let action = match plan.seccomp.action {
+                corral_profile::plan::SeccompAction::Errno => "errno",
+                corral_profile::plan::SeccompAction::Kill => "kill",
+            };
+            if ctx.json {
+                let v = serde_json::json!({
+                    "tenant": tenant,
+                    "instructions": filter.len(),
+                    "action": action,
+                    "file": out,
+                });
+                outln!("{v}");
+            } else {
+                outln!(
+                    "{tenant}: seccomp filter of {} BPF instructions, denied calls get {action}{}",
+                    filter.len(),
+                    out.map(|p| format!("; written to {}", p.display()))
+                        .unwrap_or_default()
+                );
+            }
+        }
     }
     Ok(0)
 }
