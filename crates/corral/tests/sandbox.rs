@@ -406,7 +406,14 @@ fn profile_seccomp_writes_the_tenants_program() {
     let env = Env::new();
     env.default_profile_with("");
     let file = env.state_dir().join("filter.bpf");
-    let said = env.ok(&["--json", "profile", "seccomp", T1, "--out", file.to_str().unwrap()]);
+    let said = env.ok(&[
+        "--json",
+        "profile",
+        "seccomp",
+        T1,
+        "--out",
+        file.to_str().unwrap(),
+    ]);
     let v: serde_json::Value = serde_json::from_str(said.trim()).unwrap();
     let n = v["instructions"].as_u64().unwrap();
     let bytes = std::fs::read(&file).unwrap();
@@ -414,7 +421,10 @@ fn profile_seccomp_writes_the_tenants_program() {
     // The first instruction loads the architecture (BPF_LD|W|ABS, offset 4).
     assert_eq!(&bytes[..2], &0x20u16.to_ne_bytes());
     assert_eq!(&bytes[4..8], &4u32.to_ne_bytes());
-    env.write_config(&format!("tenants/{T2}.toml"), "[seccomp]\nenabled = false\n");
+    env.write_config(
+        &format!("tenants/{T2}.toml"),
+        "[seccomp]\nenabled = false\n",
+    );
     let off = env.run(&["profile", "seccomp", T2]);
     assert!(!off.status.success());
     assert!(String::from_utf8_lossy(&off.stderr).contains("disables seccomp"));

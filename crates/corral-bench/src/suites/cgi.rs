@@ -2,11 +2,15 @@
 //! Namespaces"): a trivial CGI program behind a web server, run per request
 //! in each sandbox mode, loaded with h2load.
 //!
-//! nginx (1 worker), the fcgiwrap pools, the gateway, the tenant inits and
-//! so every CGI process are pinned to one CPU with `taskset`; h2load to
-//! another, so the load generator does not steal the server's CPU. Its own
-//! CPU time is recorded (`h2load_cpu_s`). Requests go round-robin to every
-//! tenant's copy of the script (h2load takes several URIs).
+//! Two setups on a machine with two CPUs or more. **Pinned** (tests
+//! `small`, `large`, `php`): nginx (1 worker), the fcgiwrap pools, the
+//! gateway, the tenant inits and so every CGI process are pinned to one CPU
+//! with `taskset`; h2load to another, so the load generator does not steal
+//! the server's CPU. **Unpinned** (the same tests named `small unpinned`,
+//! ...): nothing pinned, as on a real server, where the scheduler places the
+//! web server, the wrappers and the scripts. h2load's own CPU time is
+//! recorded (`h2load_cpu_s`). Requests go round-robin to every tenant's copy
+//! of the script (h2load takes several URIs).
 //!
 //! Modes: `bare` (fcgiwrap runs the script as the tenant), `bubblewrap`
 //! (fcgiwrap as the tenant runs bwrap with a comparable rootfs, per
@@ -42,7 +46,7 @@ pub const H2LOAD_CPU_S: &str = "h2load_cpu_s";
 /// One load test.
 #[derive(Debug, Clone)]
 pub struct Test {
-    pub name: &'static str,
+    pub name: String,
     pub script: &'static str,
     pub requests: u64,
     pub clients: u64,
@@ -73,8 +77,8 @@ const PHP: &str = "hello.php";
 /// (a 25th for large, whose bubblewrap runs dominate), smoke about a
 /// hundred requests.
 pub fn tests(level: Level) -> Vec<Test> {
-    let t = |name, script, requests, clients, streams| Test {
-        name,
+    let t = |name: &str, script, requests, clients, streams| Test {
+        name: name.to_string(),
         script,
         requests,
         clients,
@@ -99,6 +103,53 @@ pub fn tests(level: Level) -> Vec<Test> {
     }
 }
 
+/// Where the server side and h2load run.
+struct Setup {
+    /// Appended to the test names ("" for the pinned setup, whose names
+    /// stay those of earlier results).
+    suffix: &'static str,
+    /// The work directory of its servers (sockets, logs, trampolines).
+    dir: &'static str,
+    server_cpu: Option<usize>,
+    client_cpu: Option<usize>,
+}
+
+/// Pinned and unpinned with two CPUs or more; one unpinned setup under the
+/// plain names on a single CPU (nothing to pin apart).
+fn setups() -> Vec<Setup> {
+    if cpus() < 2 {
+        return vec![Setup {
+            suffix: "",
+            dir: "cgi",
+            server_cpu: None,
+            client_cpu: None,
+        }];
+    }
+    vec![
+        Setup {
+            suffix: "",
+            dir: "cgi",
+            server_cpu: Some(0),
+            client_cpu: Some(1),
+        },
+        Setup {
+            suffix: " unpinned",
+            dir: "cgi-u",
+            server_cpu: None,
+            client_cpu: None,
+        },
+    ]
+}
+
+/// The tests of one setup.
+fn setup_tests(level: Level, setup: &Setup) -> Vec<Test> {
+    let mut v = tests(level);
+    for t in &mut v {
+        t.name.push_str(setup.suffix);
+    }
+    v
+}
+
 fn reps(level: Level) -> usize {
     level.pick(3, 2, 1)
 }
@@ -110,7 +161,7 @@ fn limit(level: Level) -> Duration {
 
 pub fn steps(opts: &Options) -> u64 {
     let modes = 4 + usize::from(servers::gateway_available(&opts.corral));
-    (tests(opts.level).len() * reps(opts.level) * modes) as u64
+    (tests(opts.level).len() * setups().len() * reps(opts.level) * modes) as u64
 }
 
 /// A mode and whether it is corral's own (its failures fail the run).
@@ -148,50 +199,52 @@ struct Collected {
 
 pub fn run(ctx: &mut Ctx) -> Result<()> {
     let level = ctx.level();
-    let (server_cpu, client_cpu) = if cpus() >= 2 {
-        (Some(0), Some(1))
-    } else {
-        (None, None)
-    };
     let tenants = ctx.env.tenants.clone();
     let scripts = install_scripts(ctx, &tenants)?;
-    // Fresh sandboxes whose init (and everything it spawns) is pinned to the
-    // server CPU, like the web server.
-    for t in &tenants {
-        sys::check_interrupt()?;
-        ctx.env.down(&t.name)?;
-        ctx.env.up(&t.name, server_cpu)?;
-    }
-    let mut stack = start_stack(ctx, &tenants, &scripts, server_cpu)?;
-    check_modes(ctx, &mut stack, &tenants)?;
-    let mut got = Collected::default();
-    for test in tests(level) {
-        for rep in 0..reps(level) {
-            let n = stack.modes.len();
-            for k in 0..n {
-                sys::check_interrupt()?;
-                load(
-                    ctx,
-                    &stack,
-                    &stack.modes[(rep + k) % n],
-                    &test,
-                    rep,
-                    &tenants,
-                    client_cpu,
-                    &mut got,
-                )?;
+    for setup in setups() {
+        // Fresh sandboxes whose init (and everything it spawns) is pinned
+        // like the web server, or not at all.
+        for t in &tenants {
+            sys::check_interrupt()?;
+            ctx.env.down(&t.name)?;
+            ctx.env.up(&t.name, setup.server_cpu)?;
+        }
+        let mut stack = start_stack(ctx, &tenants, &scripts, &setup)?;
+        check_modes(ctx, &mut stack, &tenants)?;
+        let mut got = Collected::default();
+        let tests = setup_tests(level, &setup);
+        for test in &tests {
+            for rep in 0..reps(level) {
+                let n = stack.modes.len();
+                for k in 0..n {
+                    sys::check_interrupt()?;
+                    load(
+                        ctx,
+                        &stack,
+                        &stack.modes[(rep + k) % n],
+                        test,
+                        rep,
+                        &tenants,
+                        setup.client_cpu,
+                        &mut got,
+                    )?;
+                }
             }
         }
+        let (modes, workers) = (std::mem::take(&mut stack.modes), stack.workers);
+        drop(stack); // stop nginx, fcgiwrap and the gateway before the tenants go down
+        push_rows(ctx, &tests, &modes, &tenants, got);
+        ctx.results.add_note(match (setup.server_cpu, setup.client_cpu) {
+            (Some(s), Some(c)) => format!(
+                "cgi: nginx (1 worker), fcgiwrap ({workers} workers per tenant and mode), the gateway, the tenant inits and every CGI process pinned to CPU {s} with taskset; h2load pinned to CPU {c}"
+            ),
+            _ if cpus() < 2 => "cgi: one CPU: server and h2load share it (no pinning)".to_string(),
+            _ => format!(
+                "cgi{}: nothing pinned: nginx (1 worker), fcgiwrap ({workers} workers per tenant and mode), the gateway, the tenant inits, the CGI processes and h2load on every CPU",
+                setup.suffix
+            ),
+        });
     }
-    let (modes, workers) = (std::mem::take(&mut stack.modes), stack.workers);
-    drop(stack); // stop nginx, fcgiwrap and the gateway before the tenants go down
-    push_rows(ctx, &modes, &tenants, got);
-    ctx.results.add_note(match (server_cpu, client_cpu) {
-        (Some(s), Some(c)) => format!(
-            "cgi: nginx (1 worker), fcgiwrap ({workers} workers per tenant and mode), the gateway, the tenant inits and every CGI process pinned to CPU {s} with taskset; h2load pinned to CPU {c}"
-        ),
-        _ => "cgi: one CPU: server and h2load share it (no pinning)".to_string(),
-    });
     ctx.results.add_note(
         "cgi: bare fcgiwrap execs the script itself; the other fcgiwrap modes exec a static trampoline (bench/c/cgi-exec.c) that execs their wrapper (fcgiwrap cannot take a wrapper command); corral-gateway spawns the script through the tenant init directly",
     );
@@ -250,9 +303,9 @@ fn start_stack(
     ctx: &mut Ctx,
     tenants: &[Tenant],
     scripts: &Scripts,
-    cpu: Option<usize>,
+    setup: &Setup,
 ) -> Result<Stack> {
-    let layout = Layout::create(ctx.work_dir("cgi")?, cpu, tenants)?;
+    let layout = Layout::create(ctx.work_dir(setup.dir)?, setup.server_cpu, tenants)?;
     let cgi_exec = cbuild::compile(&ctx.cc, &cbuild::CGI_EXEC, &ctx.work_dir("cgi/bin")?)?;
     let fcgiwrap = tools::FCGIWRAP.find().unwrap_or_else(|| "fcgiwrap".into());
     let bwrap_dir = ctx.work_dir("cgi/bwrap")?;
@@ -391,16 +444,18 @@ fn load(
     client_cpu: Option<usize>,
     got: &mut Collected,
 ) -> Result<()> {
-    let key = (test.name.to_string(), m.name.clone());
+    let key = (test.name.clone(), m.name.clone());
     if let Some(why) = &m.failed {
         ctx.progress
             .step_done(&format!("cgi {} {}: skipped ({why})", test.name, m.name));
         return Ok(());
     }
     let lim = limit(ctx.level());
-    let log = ctx
-        .work_dir("cgi/h2load")?
-        .join(format!("{}-{}-{rep}.log", test.name, m.name));
+    let log = ctx.work_dir("cgi/h2load")?.join(format!(
+        "{}-{}-{rep}.log",
+        test.name.replace(' ', "-"),
+        m.name
+    ));
     let find = |tool: tools::Tool| arg(&tool.find().unwrap_or_else(|| tool.name.into()));
     let mut argv = vec![
         find(tools::TIMEOUT),
@@ -473,15 +528,21 @@ fn load(
 }
 
 /// One row per (test, mode), in mode order, and the tests' notes.
-fn push_rows(ctx: &mut Ctx, modes: &[ModeState], tenants: &[Tenant], mut got: Collected) {
-    for test in tests(ctx.level()) {
+fn push_rows(
+    ctx: &mut Ctx,
+    tests: &[Test],
+    modes: &[ModeState],
+    tenants: &[Tenant],
+    mut got: Collected,
+) {
+    for test in tests {
         for m in modes {
-            let key = (test.name.to_string(), m.name.clone());
+            let key = (test.name.clone(), m.name.clone());
             let mut row = got
                 .samples
                 .remove(&key)
                 .unwrap_or_default()
-                .into_row(SUITE, test.name, &m.name);
+                .into_row(SUITE, &test.name, &m.name);
             if let Some(why) = &m.failed {
                 row = row.with_note(format!("failed: {why}"));
             }
