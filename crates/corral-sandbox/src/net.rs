@@ -568,10 +568,23 @@ fn setup_bridge(net: &Net, br: &str, gateway: Ipv4Addr, relay: bool) -> Result<(
     run("ip", &["link", "set", br, "up"], None)
 }
 
+/// Where `prog` is among the system's program directories. Not looked up
+/// on the caller's PATH: corral runs it as root, and callers such as cron
+/// jobs, CGI wrappers and `env -i` scripts have a PATH without the sbin
+/// directories (the first `corral run` of such a caller brings the sandbox
+/// up, and used to fail with "nft: No such file or directory").
+fn system_program(prog: &str) -> std::path::PathBuf {
+    ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+        .iter()
+        .map(|d| std::path::Path::new(d).join(prog))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| std::path::PathBuf::from(prog))
+}
+
 fn run(prog: &str, args: &[&str], stdin: Option<&str>) -> Result<(), NetError> {
     use std::process::{Command, Stdio};
     let what = format!("{prog} {}", args.join(" "));
-    let mut c = Command::new(prog);
+    let mut c = Command::new(system_program(prog));
     c.args(args)
         .stdin(if stdin.is_some() {
             Stdio::piped()

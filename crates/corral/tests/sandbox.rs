@@ -398,6 +398,43 @@ fn check_validates_files() {
     );
 }
 
+/// Bringing a sandbox up does not depend on the caller's PATH: the first
+/// `corral run` of a cron job, a CGI wrapper or an `env -i` script (a PATH
+/// without /usr/sbin) sets up the host side of the private network with
+/// `nft` and `ip` too. (Failed before: "nft -f -: No such file or directory".)
+#[test]
+fn bring_up_finds_nft_and_ip_without_sbin_on_the_path() {
+    let env = Env::new();
+    env.default_profile_with("");
+    // corral re-installs its rules when the copy it keeps of the last ones
+    // is missing: this up runs nft (idempotent for other tests' sandboxes).
+    for e in std::fs::read_dir("/run/corral-net")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if e.path().extension().is_some_and(|x| x == "nft") {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+    let out = env
+        .cmd()
+        .env("PATH", "/usr/bin:/bin")
+        .args(["run", T1, "--", "/bin/echo", "in"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "in",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let installed = std::fs::read_dir("/run/corral-net")
+        .unwrap()
+        .flatten()
+        .any(|e| e.path().extension().is_some_and(|x| x == "nft"));
+    assert!(installed, "the rules were installed again");
+}
+
 /// `corral profile seccomp` compiles the tenant's filter: the program it
 /// writes is what the kernel takes (8 bytes per instruction, as many as it
 /// reports), and a profile without seccomp is an error, not an empty file.
