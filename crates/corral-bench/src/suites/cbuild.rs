@@ -69,6 +69,15 @@ pub const SECCOMP: Source = Source {
     extra: &[],
 };
 
+/// Exec a program under the one-instruction allow-all seccomp filter (the
+/// micro suite's seccomp-floor mode). Static, like the other wrappers.
+pub const FLOOR_EXEC: Source = Source {
+    name: "floor-exec",
+    text: include_str!("../../../../bench/c/floor-exec.c"),
+    static_link: true,
+    extra: &[],
+};
+
 /// Compile `src` into `dir/<name>` with the system C compiler.
 pub fn compile(cc: &Path, src: &Source, dir: &Path) -> Result<PathBuf> {
     let c = dir.join(format!("{}.c", src.name));

@@ -13,6 +13,8 @@ use crate::suites::env::{BenchEnv, Tenant};
 pub mod mode {
     pub const BARE: &str = "bare";
     pub const NATIVE: &str = "native";
+    /// Native under a one-instruction allow-all seccomp filter.
+    pub const SECCOMP_FLOOR: &str = "seccomp-floor";
     pub const CORRAL_RUN: &str = "corral-run";
     pub const CORRAL: &str = "corral";
     pub const NSENTER: &str = "nsenter-join";

@@ -1,8 +1,11 @@
 //! `micro` (seed article 004, UnixBench in lx zones vs native): the
 //! UnixBench system tests, rewritten in `bench/c/ubench.c`, run natively,
-//! inside a corral sandbox (`corral run`) and inside bubblewrap, each with 1
-//! copy and with N copies at once (N = CPUs; scores add up, as UnixBench's
-//! do). The table is the article's: native score, sandbox score, diff %.
+//! natively under the seccomp floor (a one-instruction allow-all filter,
+//! `bench/c/floor-exec.c`: what any seccomp filter costs, the part of
+//! corral's difference to native that is the kernel's), inside a corral
+//! sandbox (`corral run`) and inside bubblewrap, each with 1 copy and with
+//! N copies at once (N = CPUs; scores add up, as UnixBench's do). The table
+//! is the article's: native score, sandbox score, diff %.
 //!
 //! Every mode runs as the first tenant in a directory of its home (the file
 //! copy tests write there), pinned with `taskset`: one copy on the last CPU,
@@ -75,7 +78,12 @@ fn tests(level: Level) -> Vec<(&'static str, Vec<String>, u64)> {
     ]
 }
 
-const MODES: [&str; 3] = [mode::NATIVE, mode::CORRAL, mode::BUBBLEWRAP];
+const MODES: [&str; 4] = [
+    mode::NATIVE,
+    mode::SECCOMP_FLOOR,
+    mode::CORRAL,
+    mode::BUBBLEWRAP,
+];
 
 pub fn steps(opts: &Options) -> u64 {
     (reps(opts.level) * tests(opts.level).len() * 2) as u64
@@ -108,6 +116,9 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     let bin_dir = ctx.env.home_dir(&t, "bin")?;
     let ubench = bin_dir.join("ubench");
     ctx.env.install(&t, &ubench_src, &ubench, 0o755)?;
+    let floor_src = cbuild::compile(&ctx.cc, &cbuild::FLOOR_EXEC, &build)?;
+    let floor_exec = bin_dir.join("floor-exec");
+    ctx.env.install(&t, &floor_src, &floor_exec, 0o755)?;
     let files = contenders::bwrap_prepare(&ctx.work_dir("micro/bwrap")?, &t)?;
     let bwrap = tools::BWRAP.find().unwrap_or_else(|| "bwrap".into());
     // Work directories: one per mode and copy.
@@ -129,6 +140,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         argv.extend(match m {
             mode::CORRAL => contenders::corral_run_with(&corral, &global, &t, Some(dir)),
             mode::BUBBLEWRAP => contenders::bwrap(&bwrap, &t, &files, dir),
+            mode::SECCOMP_FLOOR => vec![arg(&floor_exec)],
             _ => vec![],
         });
         argv.push(ubench.display().to_string());
