@@ -96,16 +96,18 @@ pub const SHM_SIZE: u64 = 64 << 20;
 /// (bound read-only on every directory a mask hides); after `pivot_root`
 /// only `root` is reachable, so the other two stay as they are. The
 /// sandbox's /dev, /dev/shm and /run are directories of `root`, each bound
-/// on itself with the flags its own tmpfs had (see [`Rootfs::tmpfs_dir`]). Every superblock registers a shrinker, and
-/// since Linux 6.7 every memory cgroup keeps a bit and a counter for every
-/// shrinker ever registered at once (`shrinker_info`, about 1 KiB per 64), so
-/// superblocks per sandbox × tenants × memory cgroups grows as N². What stays
-/// a superblock of its own: /proc (one per pid namespace), /dev/pts (the
-/// sandbox's own ptys), and a profile's `tmpfs` with a `size` or that the
-/// tenant can write (its own cap, or none). The tmpfs is capped at
-/// [`SHM_SIZE`]: the tenant writes only in /dev/shm (the root is read-only,
-/// /dev and /run are root's, the masks are read-only and deleted), so
-/// /dev/shm keeps its 64 MiB cap.
+/// on itself with the flags its own tmpfs had (see [`Rootfs::tmpfs_dir`]).
+///
+/// Why: every superblock registers a shrinker, and since Linux 6.7 every
+/// memory cgroup keeps a bit and a counter for each shrinker id up to the
+/// most ever registered at once (`shrinker_info`, about 1 KiB per 64), so
+/// superblocks per sandbox × tenants × memory cgroups grows as N². What
+/// stays a superblock of its own: /proc (one per pid namespace), /dev/pts
+/// (the sandbox's own ptys), and a profile's `tmpfs` with a `size` or that
+/// the tenant can write (its own cap, or none). The tmpfs is capped at
+/// [`SHM_SIZE`]: the tenant writes only in /dev/shm (the root and the masks
+/// are read-only, /dev and /run are root's 0755, `staging` and `empty` are
+/// out of reach), so /dev/shm keeps its 64 MiB cap.
 pub fn build(
     plan: &Plan,
     newroot: &Path,
@@ -530,9 +532,10 @@ impl Rootfs {
     /// mode `mode` (root's), with exactly the mount flags `attrs` of
     /// read-only, nosuid, nodev and noexec (a bind starts with those of the
     /// mount it was made from): what a tmpfs of its own at `dst` looked
-    /// like, without a superblock of its own. False, with nothing mounted, when `dst` is not
-    /// a new, empty directory of that tmpfs (it lies in a host bind, or the
-    /// profile put something there first): the caller mounts a tmpfs.
+    /// like, without a superblock of its own. False, with nothing mounted,
+    /// when `dst` is not an empty, root-owned directory of that tmpfs (it
+    /// lies in a host bind, or the profile put something there first): the
+    /// caller mounts a tmpfs.
     fn tmpfs_dir(&self, dst: &Path, mode: u32, attrs: u64) -> Result<bool, RootfsError> {
         use nix::fcntl::OFlag;
         let fd = self.ensure(dst, Kind::Dir(mode))?;
