@@ -174,6 +174,7 @@ pub fn fd_path(fd: &OwnedFd) -> String {
 pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
 pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
 pub const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
 
 #[repr(C)]
 struct MountAttr {
@@ -189,9 +190,19 @@ const AT_RECURSIVE: u32 = 0x8000;
 /// Set mount attributes on the mount at `fd` and every mount below it.
 /// Falls back to a remount of the top mount on kernels before 5.12.
 pub fn set_attrs_recursive(fd: &OwnedFd, attrs: u64) -> Result<(), Errno> {
+    set_attrs(fd, attrs, 0)
+}
+
+/// Set `attrs` and clear `clear` on the mount at `fd` and every mount below
+/// it: a bind mount starts with the flags of the mount it was made from, so
+/// one that must differ (the sandbox's /dev, which is not `nodev`, bound
+/// from its `nodev` tmpfs) clears what it must not keep. Falls back to a
+/// remount of the top mount on kernels before 5.12, which sets exactly
+/// `attrs` (and so clears the rest).
+pub fn set_attrs(fd: &OwnedFd, attrs: u64, clear: u64) -> Result<(), Errno> {
     let attr = MountAttr {
         attr_set: attrs,
-        attr_clr: 0,
+        attr_clr: clear,
         propagation: 0,
         userns_fd: 0,
     };
@@ -215,14 +226,15 @@ pub fn set_attrs_recursive(fd: &OwnedFd, attrs: u64) -> Result<(), Errno> {
         return Err(Errno::last());
     }
     let mut flags = nix::mount::MsFlags::MS_REMOUNT | nix::mount::MsFlags::MS_BIND;
-    if attrs & MOUNT_ATTR_RDONLY != 0 {
-        flags |= nix::mount::MsFlags::MS_RDONLY;
-    }
-    if attrs & MOUNT_ATTR_NOSUID != 0 {
-        flags |= nix::mount::MsFlags::MS_NOSUID;
-    }
-    if attrs & MOUNT_ATTR_NODEV != 0 {
-        flags |= nix::mount::MsFlags::MS_NODEV;
+    for (attr, flag) in [
+        (MOUNT_ATTR_RDONLY, nix::mount::MsFlags::MS_RDONLY),
+        (MOUNT_ATTR_NOSUID, nix::mount::MsFlags::MS_NOSUID),
+        (MOUNT_ATTR_NODEV, nix::mount::MsFlags::MS_NODEV),
+        (MOUNT_ATTR_NOEXEC, nix::mount::MsFlags::MS_NOEXEC),
+    ] {
+        if attrs & attr != 0 {
+            flags |= flag;
+        }
     }
     nix::mount::mount(
         None::<&str>,

@@ -82,11 +82,32 @@ const PROC_MASKED: &[&str] = &[
 /// Read-only in every sandbox's /proc (Docker's list).
 const PROC_READ_ONLY: &[&str] = &["bus", "fs", "irq", "sys", "sysrq-trigger"];
 
-/// Size of the sandbox's /dev/shm (POSIX shared memory, semaphores).
+/// Size of the sandbox's /dev/shm (POSIX shared memory, semaphores): the
+/// size of the sandbox's own tmpfs, of which /dev/shm is the only part a
+/// tenant can write.
 pub const SHM_SIZE: u64 = 64 << 20;
 
 /// Build the rootfs on a fresh tmpfs mounted at `newroot` (an existing empty
 /// host directory), then pivot into it.
+///
+/// That tmpfs is the sandbox's only one unless the profile asks for more. It
+/// holds three directories: `root` (bound on itself, the sandbox's `/`),
+/// `staging` (the files the profile writes, bound from there) and `empty`
+/// (bound read-only on every directory a mask hides); after `pivot_root`
+/// only `root` is reachable, so the other two stay as they are. The
+/// sandbox's /dev, /dev/shm and /run are directories of `root`, each bound
+/// on itself with the flags its own tmpfs had (see [`Rootfs::tmpfs_dir`]).
+///
+/// Why: every superblock registers a shrinker, and since Linux 6.7 every
+/// memory cgroup keeps a bit and a counter for each shrinker id up to the
+/// most ever registered at once (`shrinker_info`, about 1 KiB per 64), so
+/// superblocks per sandbox × tenants × memory cgroups grows as N². What
+/// stays a superblock of its own: /proc (one per pid namespace), /dev/pts
+/// (the sandbox's own ptys), and a profile's `tmpfs` with a `size` or that
+/// the tenant can write (its own cap, or none). The tmpfs is capped at
+/// [`SHM_SIZE`]: the tenant writes only in /dev/shm (the root and the masks
+/// are read-only, /dev and /run are root's 0755, `staging` and `empty` are
+/// out of reach), so /dev/shm keeps its 64 MiB cap.
 pub fn build(
     plan: &Plan,
     newroot: &Path,
@@ -101,19 +122,42 @@ pub fn build(
         newroot,
         Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=0755"),
+        Some(format!("mode=0755,size={SHM_SIZE}").as_str()),
     )
     .map_err(|e| err("mount tmpfs root on", newroot, e))?;
-    let root = nix::fcntl::open(
+    let top = nix::fcntl::open(
         newroot,
         nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
         nix::sys::stat::Mode::empty(),
     )
     .map_err(|e| err("open new root", newroot, e))?;
     // SAFETY: `open` just returned this fd and nothing else owns it.
-    let root: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(root) };
+    let top: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(top) };
+    let dir = |name: &str, mode| {
+        ensure(top.as_raw_fd(), Path::new(name), Kind::Dir(mode))
+            .map_err(|e| err("create", &newroot.join(name), e))
+    };
+    let (staging, empty) = (dir("staging", 0o700)?, dir("empty", 0o755)?);
+    let root = dir("root", 0o755)?;
+    // A mount of its own, to pivot into.
+    mount(
+        Some(fd_path(&root).as_str()),
+        fd_path(&root).as_str(),
+        NONE,
+        MsFlags::MS_BIND,
+        NONE,
+    )
+    .map_err(|e| err("bind on itself", &newroot.join("root"), e))?;
+    let root = openat_beneath(top.as_raw_fd(), "root", libc::O_PATH | libc::O_DIRECTORY, 0)
+        .map_err(|e| err("open", &newroot.join("root"), e))?;
+    let root_dev = nix::sys::stat::fstat(root.as_raw_fd())
+        .map_err(|e| err("stat new root", newroot, e))?
+        .st_dev;
     let fs = Rootfs {
         root,
+        root_dev,
+        staging,
+        empty,
         dns_relay,
         owner: (plan.tenant.uid, plan.tenant.gid),
     };
@@ -122,16 +166,7 @@ pub fn build(
     }
     fs.identity_files(plan)?;
     fs.tmp(plan)?;
-    // Staged files were unlinked once bound; the empty staging dir goes too.
-    // SAFETY: valid dirfd and NUL-terminated name.
-    unsafe {
-        libc::unlinkat(
-            fs.root.as_raw_fd(),
-            c".corral-staging".as_ptr(),
-            libc::AT_REMOVEDIR,
-        )
-    };
-    pivot(newroot)?;
+    pivot(&newroot.join("root"))?;
     // The root itself is read-only: tenants write only where the profile says.
     mount(
         NONE,
@@ -160,6 +195,14 @@ fn pivot(newroot: &Path) -> Result<(), RootfsError> {
 
 struct Rootfs {
     root: OwnedFd,
+    /// The device of the sandbox's own tmpfs (the new root).
+    root_dev: libc::dev_t,
+    /// Where `file` writes what it binds: a directory of that tmpfs outside
+    /// the new root.
+    staging: OwnedFd,
+    /// An empty directory of that tmpfs outside the new root, which masks
+    /// bind read-only: nothing reaches it but those masks, so it stays empty.
+    empty: OwnedFd,
     /// The DNS relay's address, which a copied /etc/resolv.conf names
     /// instead of the host's loopback resolvers (crate::net).
     dns_relay: Option<std::net::Ipv4Addr>,
@@ -215,7 +258,16 @@ impl Rootfs {
                 optional,
                 create: false,
             } => self.bind(src, dst, *ro, *dev, *optional),
-            MountOp::Tmpfs { dst, size, mode } => self.tmpfs(dst, *size, *mode),
+            MountOp::Tmpfs { dst, size, mode } => {
+                // Neither capped nor writable by the tenant (/run): a
+                // directory of the sandbox's tmpfs does, without a
+                // superblock of its own.
+                let attrs = fsutil::MOUNT_ATTR_NOSUID | fsutil::MOUNT_ATTR_NODEV;
+                if size.is_none() && mode & 0o022 == 0 && self.tmpfs_dir(dst, *mode, attrs)? {
+                    return Ok(());
+                }
+                self.tmpfs(dst, *size, *mode)
+            }
             MountOp::Dir { dst, mode } => self.ensure(dst, Kind::Dir(*mode)).map(drop),
             MountOp::Symlink { target, dst } => self.symlink(target, dst),
             MountOp::File { dst, content, mode } => self.file(dst, content.as_bytes(), *mode),
@@ -464,25 +516,90 @@ impl Rootfs {
         .map_err(|e| err("file: set mount flags on", dst, e))
     }
 
-    /// A directory on the root tmpfs for staged files, removed before pivot.
+    /// The directory of the sandbox's tmpfs for staged files (outside the
+    /// new root).
     fn staging(&self) -> Result<OwnedFd, RootfsError> {
-        let p = Path::new("/.corral-staging");
-        let fd = self.ensure(p, Kind::Dir(0o700))?;
-        openat_beneath(fd.as_raw_fd(), ".", libc::O_PATH | libc::O_DIRECTORY, 0)
-            .map_err(|e| err("open", p, e))
+        openat_beneath(
+            self.staging.as_raw_fd(),
+            ".",
+            libc::O_PATH | libc::O_DIRECTORY,
+            0,
+        )
+        .map_err(|e| err("open", Path::new("staging"), e))
+    }
+
+    /// Make `dst` a directory of the sandbox's own tmpfs bound on itself,
+    /// mode `mode` (root's), with exactly the mount flags `attrs` of
+    /// read-only, nosuid, nodev and noexec (a bind starts with those of the
+    /// mount it was made from): what a tmpfs of its own at `dst` looked
+    /// like, without a superblock of its own. False, with nothing mounted,
+    /// when `dst` is not an empty, root-owned directory of that tmpfs (it
+    /// lies in a host bind, or the profile put something there first): the
+    /// caller mounts a tmpfs.
+    fn tmpfs_dir(&self, dst: &Path, mode: u32, attrs: u64) -> Result<bool, RootfsError> {
+        use nix::fcntl::OFlag;
+        let fd = self.ensure(dst, Kind::Dir(mode))?;
+        let mut dir = nix::dir::Dir::openat(
+            Some(fd.as_raw_fd()),
+            ".",
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(|e| err("open", dst, e))?;
+        let st = nix::sys::stat::fstat(dir.as_raw_fd()).map_err(|e| err("stat", dst, e))?;
+        let empty = dir
+            .iter()
+            .flatten()
+            .all(|e| matches!(e.file_name().to_bytes(), b"." | b".."));
+        if st.st_dev != self.root_dev || st.st_uid != 0 || !empty {
+            return Ok(false);
+        }
+        nix::sys::stat::fchmod(
+            dir.as_raw_fd(),
+            nix::sys::stat::Mode::from_bits_truncate(mode),
+        )
+        .map_err(|e| err("chmod", dst, e))?;
+        mount(
+            Some(fd_path(&fd).as_str()),
+            fd_path(&fd).as_str(),
+            NONE,
+            MsFlags::MS_BIND,
+            NONE,
+        )
+        .map_err(|e| err("bind on itself", dst, e))?;
+        let mounted = self.reopen(dst)?;
+        let m = nix::sys::stat::fstat(mounted.as_raw_fd()).map_err(|e| err("stat", dst, e))?;
+        if (m.st_dev, m.st_ino) != (st.st_dev, st.st_ino) {
+            return Err(err(
+                "bind: destination changed while mounting",
+                dst,
+                Cause::Raced,
+            ));
+        }
+        let all = fsutil::MOUNT_ATTR_RDONLY
+            | fsutil::MOUNT_ATTR_NOSUID
+            | fsutil::MOUNT_ATTR_NODEV
+            | fsutil::MOUNT_ATTR_NOEXEC;
+        fsutil::set_attrs(&mounted, attrs, all & !attrs)
+            .map_err(|e| err("set mount flags on", dst, e))?;
+        Ok(true)
     }
 
     fn dev(&self, dst: &Path) -> Result<(), RootfsError> {
-        self.ensure(dst, Kind::Dir(0o755))?;
-        let fd = self.ensure(dst, Kind::Dir(0o755))?;
-        mount(
-            Some("tmpfs"),
-            fd_path(&fd).as_str(),
-            Some("tmpfs"),
-            MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
-            Some("mode=0755,size=64k"),
-        )
-        .map_err(|e| err("mount dev tmpfs on", dst, e))?;
+        // Not nodev: the device nodes are bound from the host's /dev. Root's
+        // (0755): a tenant creates nothing in it.
+        let attrs = fsutil::MOUNT_ATTR_NOSUID | fsutil::MOUNT_ATTR_NOEXEC;
+        if !self.tmpfs_dir(dst, 0o755, attrs)? {
+            let fd = self.ensure(dst, Kind::Dir(0o755))?;
+            mount(
+                Some("tmpfs"),
+                fd_path(&fd).as_str(),
+                Some("tmpfs"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+                Some("mode=0755,size=64k"),
+            )
+            .map_err(|e| err("mount dev tmpfs on", dst, e))?;
+        }
         for node in ["null", "zero", "full", "random", "urandom", "tty"] {
             let host = PathBuf::from("/dev").join(node);
             if std::fs::metadata(&host).is_err() {
@@ -504,8 +621,13 @@ impl Rootfs {
         // Capped like Docker's (64 MiB): its pages count against the
         // tenant's memory cgroup but against no process, so an uncapped one
         // fills the cgroup and makes the OOM killer pick a process that
-        // holds none of it.
-        self.tmpfs(&dst.join("shm"), Some(SHM_SIZE), 0o1777)?;
+        // holds none of it. The sandbox's tmpfs has that size, and /dev/shm
+        // is the only place of it the tenant can write.
+        let shm = dst.join("shm");
+        let attrs = fsutil::MOUNT_ATTR_NOSUID | fsutil::MOUNT_ATTR_NODEV;
+        if !self.tmpfs_dir(&shm, 0o1777, attrs)? {
+            self.tmpfs(&shm, Some(SHM_SIZE), 0o1777)?;
+        }
         for (name, target) in [
             ("fd", "/proc/self/fd"),
             ("stdin", "/proc/self/fd/0"),
@@ -622,13 +744,22 @@ impl Rootfs {
         let st = nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|e| err("hide: stat", dst, e))?;
         if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
             mount(
-                Some("tmpfs"),
+                Some(fd_path(&self.empty).as_str()),
                 fd_path(&fd).as_str(),
-                Some("tmpfs"),
-                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY,
-                Some("mode=0755,size=4k"),
+                NONE,
+                MsFlags::MS_BIND,
+                NONE,
             )
-            .map_err(|e| err("hide: mount empty tmpfs on", dst, e))
+            .map_err(|e| err("hide: bind an empty directory on", dst, e))?;
+            let mounted = self.reopen(dst)?;
+            fsutil::set_attrs_recursive(
+                &mounted,
+                fsutil::MOUNT_ATTR_RDONLY
+                    | fsutil::MOUNT_ATTR_NOSUID
+                    | fsutil::MOUNT_ATTR_NODEV
+                    | fsutil::MOUNT_ATTR_NOEXEC,
+            )
+            .map_err(|e| err("hide: read-only", dst, e))
         } else {
             self.file(dst, b"", 0o444)
         }

@@ -1104,3 +1104,96 @@ fn a_command_takes_its_callers_affinity_nice_and_io_priority_on_both_paths() {
         "7"
     );
 }
+
+/// The filesystems a sandbox mounts of its own are one tmpfs (the root,
+/// /dev, /dev/shm, /run and the masks are directories of it), its /proc and
+/// its /dev/pts: every superblock registers a shrinker, which every memory
+/// cgroup pays for (rootfs::build). Each mount point keeps the flags it had
+/// as a tmpfs of its own, and the tenant can write only /dev/shm of it, up
+/// to 64 MiB.
+#[test]
+fn a_sandbox_mounts_one_tmpfs_with_each_mount_points_flags() {
+    let env = Env::new();
+    env.default_profile_with("");
+    env.ok(&["up", T1]);
+    let pid = env.init_pid(T1);
+    // mountinfo: id parent major:minor root mount-point options ... - type source super-options
+    let parse = |text: &str| -> Vec<(String, String, String, String)> {
+        text.lines()
+            .map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                let dash = f.iter().position(|x| *x == "-").unwrap();
+                (
+                    f[2].to_string(),
+                    f[4].to_string(),
+                    f[5].to_string(),
+                    f[dash + 1].to_string(),
+                )
+            })
+            .collect()
+    };
+    let host: std::collections::HashSet<String> =
+        parse(&std::fs::read_to_string("/proc/self/mountinfo").unwrap())
+            .into_iter()
+            .map(|m| m.0)
+            .collect();
+    let inside = parse(&std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap());
+    let mut own: Vec<(String, String)> = inside
+        .iter()
+        .filter(|m| !host.contains(&m.0))
+        .map(|m| (m.0.clone(), m.3.clone()))
+        .collect();
+    own.sort();
+    own.dedup();
+    let mut types: Vec<&str> = own.iter().map(|o| o.1.as_str()).collect();
+    types.sort();
+    assert_eq!(
+        types,
+        ["devpts", "proc", "tmpfs"],
+        "the sandbox's own superblocks: {own:?}"
+    );
+    let tmpfs = &own.iter().find(|o| o.1 == "tmpfs").unwrap().0;
+    let mut expected = vec![
+        ("/", "ro,nosuid,nodev"),
+        ("/dev", "rw,nosuid,noexec"),
+        ("/dev/shm", "rw,nosuid,nodev"),
+        ("/run", "rw,nosuid,nodev"),
+    ];
+    if std::path::Path::new("/proc/acpi").is_dir() {
+        expected.push(("/proc/acpi", "ro,nosuid,nodev,noexec"));
+    }
+    for (point, flags) in expected {
+        let m = inside
+            .iter()
+            .rfind(|m| m.1 == point)
+            .unwrap_or_else(|| panic!("{point} is not a mount point: {inside:?}"));
+        assert_eq!(&m.0, tmpfs, "{point} is on the sandbox's tmpfs: {m:?}");
+        let have: Vec<&str> =
+            m.2.split(',')
+                .filter(|f| ["ro", "rw", "nosuid", "nodev", "noexec"].contains(f))
+                .collect();
+        assert_eq!(have.join(","), flags, "{point}'s mount flags: {m:?}");
+    }
+    let out = env.sh(
+        T1,
+        "for p in /x /run/x /dev/x /proc/acpi/x; do touch $p 2>/dev/null && echo wrote-$p; done; \
+         ls -A / | tr '\\n' ' '; echo; { ls -A /run; ls -A /proc/acpi 2>/dev/null; } | grep -c .; \
+         head -c 100M /dev/zero > /dev/shm/fill 2>/dev/null || echo shm-full; \
+         du -k /dev/shm/fill | cut -f1; rm -f /dev/shm/fill; echo end",
+    );
+    let l: Vec<&str> = out.lines().collect();
+    assert!(!out.contains("wrote-"), "only /dev/shm is writable: {out}");
+    for name in ["staging", "empty", "root", ".corral-staging"] {
+        assert!(
+            !l[0].split(' ').any(|n| n == name),
+            "the tmpfs's other directories are out of reach: {out}"
+        );
+    }
+    assert_eq!(l[1], "0", "/run and the mask are empty: {out}");
+    assert_eq!(l[2], "shm-full", "{out}");
+    let kib: u64 = l[3].parse().unwrap();
+    assert!(
+        (60 << 10..=64 << 10).contains(&kib),
+        "/dev/shm holds at most 64 MiB: {kib} KiB written: {out}"
+    );
+}

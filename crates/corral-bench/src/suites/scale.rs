@@ -445,7 +445,8 @@ fn push_rows(
                 .map(|(k, v)| format!("{k} {v:.1}"))
                 .collect();
             notes.push(format!(
-                "scale {n} tenants: KiB per tenant by /proc/meminfo field: {}; slab caches that grew most: {}",
+                "scale {n} tenants: KiB per tenant: slab objects {:.1}; by /proc/meminfo field: {}; slab caches that grew most (objects in use): {}",
+                mem.slab_kib,
                 fields.join(", "),
                 slabs.join(", ")
             ));
@@ -467,7 +468,7 @@ fn push_rows(
         ));
     }
     notes.push(
-        "scale: memory per tenant = mean init PSS + kernel share (Δ SUnreclaim + SReclaimable + KernelStack + PageTables + Percpu) + tmpfs (Δ Shmem), deltas before/after bringing the tenants up, divided by N; `used` = Δ (MemTotal − MemAvailable) / N for comparison".into(),
+        "scale: memory per tenant = mean init PSS + kernel share (Δ slab objects in use, by /proc/slabinfo active_objs × objsize, cache by cache, + KernelStack + PageTables + Percpu) + tmpfs (Δ Shmem), deltas before/after bringing the tenants up, divided by N; SUnreclaim and SReclaimable (slab pages: they miss objects that fill slots freed earlier) and `used` = Δ (MemTotal − MemAvailable) / N for comparison".into(),
     );
     for n in notes {
         rs.add_note(n);

@@ -4,13 +4,22 @@
 //! slab (namespaces, mounts, dentries, cgroups), kernel stacks, page
 //! tables, per-CPU data (memory cgroups' statistics), and tmpfs (the state
 //! files under /run and each sandbox's generated files).
+//!
+//! The slab share is the growth of the objects in use (`active_objs` ×
+//! `objsize`, cache by cache), not of the slab pages (`SUnreclaim`,
+//! `SReclaimable`): objects freed before the run (an earlier, larger run;
+//! anyone's) leave free slots in partly used slabs, which the tenants' objects
+//! then fill without a new page, so page deltas under-count by as much as was
+//! freed before (seen: kmalloc-1k +0 KiB per tenant by pages, +700 by
+//! objects, at 10 tenants after a 1,000-tenant run).
 
 use std::collections::BTreeMap;
 
 use crate::suites::neighbours::parse_meminfo;
 
-/// `/proc/slabinfo` (version 2.1) as cache name → bytes in its slabs.
-pub fn parse_slabinfo(text: &str, page_size: u64) -> BTreeMap<String, u64> {
+/// `/proc/slabinfo` (version 2.1) as cache name → bytes of its objects in
+/// use (`active_objs` × `objsize`).
+pub fn parse_slabinfo(text: &str) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for line in text.lines() {
         if line.starts_with("slabinfo") || line.starts_with('#') {
@@ -18,12 +27,12 @@ pub fn parse_slabinfo(text: &str, page_size: u64) -> BTreeMap<String, u64> {
         }
         let f: Vec<&str> = line.split_whitespace().collect();
         // name active_objs num_objs objsize objperslab pagesperslab : tunables l b s : slabdata active num shared
-        let Some(pos) = f.iter().position(|x| *x == "slabdata") else {
+        if !f.contains(&"slabdata") {
             continue;
-        };
-        let pages_per_slab: u64 = f.get(5).and_then(|v| v.parse().ok()).unwrap_or(0);
-        let slabs: u64 = f.get(pos + 2).and_then(|v| v.parse().ok()).unwrap_or(0);
-        *out.entry(f[0].to_string()).or_insert(0) += slabs * pages_per_slab * page_size;
+        }
+        let active: u64 = f.get(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+        let size: u64 = f.get(3).and_then(|v| v.parse().ok()).unwrap_or(0);
+        *out.entry(f[0].to_string()).or_insert(0) += active * size;
     }
     out
 }
@@ -47,24 +56,17 @@ pub struct Snapshot {
     pub mounts: usize,
 }
 
-/// `/proc/meminfo` fields counted as the kernel's share of a tenant.
-pub const KERNEL_FIELDS: &[&str] = &[
-    "SUnreclaim",
-    "SReclaimable",
-    "KernelStack",
-    "PageTables",
-    "Percpu",
-];
+/// `/proc/meminfo` fields counted as the kernel's share of a tenant, with
+/// the slab objects.
+pub const KERNEL_FIELDS: &[&str] = &["KernelStack", "PageTables", "Percpu"];
+
+/// `/proc/meminfo` fields reported for comparison only: slab pages.
+pub const SLAB_PAGE_FIELDS: &[&str] = &["SUnreclaim", "SReclaimable"];
 
 pub fn snapshot() -> Snapshot {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
     Snapshot {
         meminfo: parse_meminfo(&std::fs::read_to_string("/proc/meminfo").unwrap_or_default()),
-        slab: parse_slabinfo(
-            &std::fs::read_to_string("/proc/slabinfo").unwrap_or_default(),
-            page,
-        ),
+        slab: parse_slabinfo(&std::fs::read_to_string("/proc/slabinfo").unwrap_or_default()),
         mounts: std::fs::read_to_string("/proc/self/mountinfo")
             .map(|m| m.lines().count())
             .unwrap_or(0),
@@ -76,13 +78,17 @@ pub fn snapshot() -> Snapshot {
 /// says nothing about the tenants).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PerTenant {
-    /// Slab + kernel stacks + page tables + per-CPU.
+    /// Slab objects + kernel stacks + page tables + per-CPU.
     pub kernel_kib: f64,
+    /// Slab objects in use: the caches' growths, those that shrank
+    /// meanwhile (reclaim, someone else) counted as 0.
+    pub slab_kib: f64,
     /// Shmem (tmpfs).
     pub tmpfs_kib: f64,
     /// `MemTotal − MemAvailable` growth: the system's own view.
     pub used_kib: f64,
-    /// Per meminfo field of [`KERNEL_FIELDS`] and Shmem.
+    /// Per meminfo field of [`KERNEL_FIELDS`], [`SLAB_PAGE_FIELDS`] and
+    /// Shmem.
     pub fields: Vec<(String, f64)>,
     /// The slab caches that grew most, KiB per tenant, largest first.
     pub top_slabs: Vec<(String, f64)>,
@@ -99,6 +105,7 @@ pub fn per_tenant(before: &Snapshot, after: &Snapshot, n: usize) -> PerTenant {
     let kib = |bytes: f64| bytes / 1024.0 / n;
     let fields: Vec<(String, f64)> = KERNEL_FIELDS
         .iter()
+        .chain(SLAB_PAGE_FIELDS)
         .chain(["Shmem"].iter())
         .map(|k| {
             (
@@ -107,29 +114,32 @@ pub fn per_tenant(before: &Snapshot, after: &Snapshot, n: usize) -> PerTenant {
             )
         })
         .collect();
-    let kernel_kib = fields
-        .iter()
-        .filter(|(k, _)| k != "Shmem")
-        .map(|(_, v)| v.max(0.0))
-        .sum();
-    let used = |m: &BTreeMap<String, u64>| {
-        m.get("MemTotal").copied().unwrap_or(0) as f64
-            - m.get("MemAvailable").copied().unwrap_or(0) as f64
-    };
-    let mut top_slabs: Vec<(String, f64)> = after
+    let mut slabs: Vec<(String, f64)> = after
         .slab
         .keys()
         .map(|k| (k.clone(), kib(delta(&before.slab, &after.slab, k))))
         .filter(|(_, v)| *v > 0.0)
         .collect();
-    top_slabs.sort_by(|a, b| b.1.total_cmp(&a.1));
-    top_slabs.truncate(6);
+    let slab_kib: f64 = slabs.iter().map(|(_, v)| v).sum();
+    let kernel_kib = slab_kib
+        + fields
+            .iter()
+            .filter(|(k, _)| KERNEL_FIELDS.contains(&k.as_str()))
+            .map(|(_, v)| v.max(0.0))
+            .sum::<f64>();
+    let used = |m: &BTreeMap<String, u64>| {
+        m.get("MemTotal").copied().unwrap_or(0) as f64
+            - m.get("MemAvailable").copied().unwrap_or(0) as f64
+    };
+    slabs.sort_by(|a, b| b.1.total_cmp(&a.1));
+    slabs.truncate(6);
     PerTenant {
         kernel_kib,
+        slab_kib,
         tmpfs_kib: kib(delta(&before.meminfo, &after.meminfo, "Shmem")).max(0.0),
         used_kib: kib(used(&after.meminfo) - used(&before.meminfo)),
         fields,
-        top_slabs,
+        top_slabs: slabs,
         host_mounts: (after.mounts as f64 - before.mounts as f64) / n,
     }
 }
@@ -145,9 +155,9 @@ dentry             90000  91000    192   21    1 : tunables    0    0    0 : sla
 
     #[test]
     fn slab_bytes_per_cache() {
-        let s = parse_slabinfo(SLAB, 4096);
-        assert_eq!(s["mnt_cache"], 204 * 2 * 4096);
-        assert_eq!(s["dentry"], 4333 * 4096);
+        let s = parse_slabinfo(SLAB);
+        assert_eq!(s["mnt_cache"], 5040 * 320);
+        assert_eq!(s["dentry"], 90000 * 192);
         assert_eq!(s.len(), 2);
     }
 
@@ -158,7 +168,7 @@ dentry             90000  91000    192   21    1 : tunables    0    0    0 : sla
 
     #[test]
     fn captured_proc_files() {
-        let s = parse_slabinfo(&fixture("scale-slabinfo.txt"), 4096);
+        let s = parse_slabinfo(&fixture("scale-slabinfo.txt"));
         assert!(s.len() > 100, "{}", s.len());
         assert!(s["mnt_cache"] > 0 && s["dentry"] > 0);
         // An idle corral-init (built-in default profile).
@@ -198,7 +208,18 @@ dentry             90000  91000    192   21    1 : tunables    0    0    0 : sla
             900_000_000 - 13_000_000,
         );
         let p = per_tenant(&a, &b, 100);
+        // The slab share comes from the objects (slabinfo), not SUnreclaim.
+        assert!((p.slab_kib - 102.4).abs() < 1e-9, "{p:?}");
         assert!((p.kernel_kib - (102.4 + 16.0)).abs() < 1e-9, "{p:?}");
+        let mut freed = b.clone();
+        freed.slab.insert("dentry".into(), 0);
+        let mut had = a.clone();
+        had.slab.insert("dentry".into(), 50 << 20);
+        let q = per_tenant(&had, &freed, 100);
+        assert!(
+            (q.slab_kib - 102.4).abs() < 1e-9,
+            "a cache that shrank counts 0: {q:?}"
+        );
         assert!((p.tmpfs_kib - 10.24).abs() < 1e-9, "{p:?}");
         assert!((p.used_kib - 13_000_000.0 / 1024.0 / 100.0).abs() < 1e-9);
         assert_eq!(p.top_slabs[0].0, "mnt_cache");
