@@ -26,6 +26,11 @@ pub enum SecurityError {
     #[error("compiling the seccomp filter: syscall number {0}")]
     SyscallNumber(i64),
 
+    /// An argument value or mask of a rule beyond the low 32 bits the
+    /// filter compares (should not happen for the rules corral carries).
+    #[error("compiling the seccomp filter: value {value:#x} for syscall {nr} does not fit the 32 bits the filter compares")]
+    ArgumentValue { nr: i64, value: u64 },
+
     /// The kernel accepts at most `BPF_MAXINSNS` (4096) instructions.
     #[error("the seccomp filter has {0} instructions; the kernel accepts at most 4096")]
     FilterTooLarge(usize),

@@ -10,9 +10,24 @@
 //!   ld  nr   ; jge __X32_SYSCALL_BIT ? KILL_PROCESS : next     x32 ABI, same audit arch
 //!   jgt MAX_KNOWN ? ERRNO(ENOSYS) : next                       a newer kernel's calls
 //!   jge 337 ; jgt 423 ; ERRNO(ENOSYS)                          numbers x86_64 never used
+//!   jeq ioctl ? [ld request; jeq TIOCSTI.. ? action : allow] : next   argument-checked calls
+//!   jeq socket ? [ld family; jeq AF_UNIX.. ? allow : action] : next   (clone, socketpair,
+//!   ...                                                                personality), by number
+//!   jgt MAX_KNOWN ? ERRNO(ENOSYS) : next                       a newer kernel's calls
+//!   jge 337 ; jgt 423 ; ERRNO(ENOSYS)                          numbers x86_64 never used
 //!   jeq clone3 ? ERRNO(ENOSYS) : next                          whatever the plan's action
-//!   <seccompiler's program: jeq NR ? allow (after argument checks) : next ...; action>
+//!   <seccompiler's program: jeq NR ? allow : next ...; action>
 //! ```
+//!
+//! The system calls whose rule reads an argument come first, each as a short
+//! block of its own, because the kernel runs the program for every one of
+//! them (its action cache only answers calls decided by the number alone).
+//! In seccompiler's program they sat in its linear chain of numbers: ioctl
+//! after 51 instructions, socket 106, clone 134, personality 285, each
+//! instruction a few tenths of a nanosecond of every call; first, they run
+//! 10 to 16 (docs/benchmarks.md, "seccomp"). Their answers are the same as
+//! seccompiler's (a test compares both programs on every number and on the
+//! rules' values, their neighbours and junk in the upper halves).
 //!
 //! The prefix checks the architecture itself before it reads the syscall
 //! number (numbers mean different things per ABI), so seccompiler's own check
@@ -46,10 +61,15 @@ const BPF_LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
 const BPF_JEQ_K: u16 = 0x05 | 0x10; // BPF_JMP | BPF_JEQ | BPF_K
 const BPF_JGT_K: u16 = 0x05 | 0x20; // BPF_JMP | BPF_JGT | BPF_K
 const BPF_JGE_K: u16 = 0x05 | 0x30; // BPF_JMP | BPF_JGE | BPF_K
+const BPF_JSET_K: u16 = 0x05 | 0x40; // BPF_JMP | BPF_JSET | BPF_K
 const BPF_RET_K: u16 = 0x06; // BPF_RET | BPF_K
                              // <linux/seccomp.h>: offsets in struct seccomp_data, return values.
 const DATA_NR: u32 = 0;
 const DATA_ARCH: u32 = 4;
+/// `args[0]` in struct seccomp_data; each argument is 8 bytes, its low
+/// half first (x86_64 is little-endian).
+const DATA_ARGS: u32 = 16;
+const RET_ALLOW: u32 = 0x7fff_0000;
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
 const RET_ERRNO: u32 = 0x0005_0000;
 const RET_ENOSYS: u32 = RET_ERRNO | libc::ENOSYS as u32;
@@ -102,12 +122,73 @@ fn unknown_numbers() -> Result<Vec<sock_filter>, SecurityError> {
     Ok(above)
 }
 
+/// A 32-bit operand of an argument rule (the filter compares the low half
+/// of the argument, as the kernel reads it).
+fn low32(nr: i64, value: u64) -> Result<u32, SecurityError> {
+    u32::try_from(value).map_err(|_| SecurityError::ArgumentValue { nr, value })
+}
+
+/// The block of one argument-checked call: with the number in the
+/// accumulator, `jeq NR` (else skip the block), load the argument's low
+/// half, decide, return. None for a rule that reads no argument.
+fn argument_block(
+    nr: i64,
+    rule: &Rule,
+    deny: u32,
+) -> Result<Option<Vec<sock_filter>>, SecurityError> {
+    // Jump offsets are u8: at most 250 values per rule.
+    let offset = |n: usize| u8::try_from(n).map_err(|_| SecurityError::FilterTooLarge(n));
+    let load = |arg: u8| stmt(BPF_LD_W_ABS, DATA_ARGS + 8 * u32::from(arg));
+    let mut body = match *rule {
+        Rule::Always | Rule::Enosys => return Ok(None),
+        // Any of the masked bits set: the action.
+        Rule::NoFlags { arg, mask } => vec![
+            load(arg),
+            jump(BPF_JSET_K, low32(nr, mask)?, 1, 0),
+            stmt(BPF_RET_K, RET_ALLOW),
+            stmt(BPF_RET_K, deny),
+        ],
+        // jeq v_i ? (the last return) : next; ...; first return; last return.
+        Rule::OneOf { arg, ref values } | Rule::NoneOf { arg, ref values } => {
+            let (hit, miss) = match rule {
+                Rule::OneOf { .. } => (RET_ALLOW, deny),
+                _ => (deny, RET_ALLOW),
+            };
+            let mut b = vec![load(arg)];
+            for (i, &v) in values.iter().enumerate() {
+                b.push(jump(BPF_JEQ_K, low32(nr, v)?, offset(values.len() - i)?, 0));
+            }
+            b.push(stmt(BPF_RET_K, miss));
+            b.push(stmt(BPF_RET_K, hit));
+            b
+        }
+    };
+    let mut block = vec![jump(BPF_JEQ_K, number(nr)?, 0, offset(body.len())?)];
+    block.append(&mut body);
+    Ok(Some(block))
+}
+
 /// Compile `rules` (syscall number → which calls pass) for x86_64.
 pub(crate) fn compile(
     rules: &BTreeMap<i64, Rule>,
     action: SeccompAction,
 ) -> Result<Vec<sock_filter>, SecurityError> {
+    compile_with(rules, action, true)
+}
+
+/// [`compile`], with the argument-checked calls first (`hoist`, corral's
+/// program) or left in seccompiler's chain (the reference the tests compare
+/// it with).
+fn compile_with(
+    rules: &BTreeMap<i64, Rule>,
+    action: SeccompAction,
+    hoist: bool,
+) -> Result<Vec<sock_filter>, SecurityError> {
     let compile_err = SecurityError::Compile;
+    let deny = match action {
+        SeccompAction::Errno => RET_ERRNO | libc::EPERM as u32,
+        SeccompAction::Kill => RET_KILL_PROCESS,
+    };
 
     let mut program = vec![
         stmt(BPF_LD_W_ABS, DATA_ARCH),
@@ -117,10 +198,23 @@ pub(crate) fn compile(
         jump(BPF_JGE_K, X32_SYSCALL_BIT, 0, 1),
         stmt(BPF_RET_K, RET_KILL_PROCESS),
     ];
+    let mut hoisted = std::collections::BTreeSet::new();
+    if hoist {
+        for (&nr, rule) in rules {
+            if let Some(block) = argument_block(nr, rule, deny)? {
+                program.extend(block);
+                hoisted.insert(nr);
+            }
+        }
+    }
     program.extend(unknown_numbers()?);
 
     let mut chains: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for (&nr, rule) in rules {
+        if hoisted.contains(&nr) {
+            // Answered by its block above; never reaches seccompiler's.
+            continue;
+        }
         let chain = match *rule {
             Rule::Enosys => {
                 program.push(jump(BPF_JEQ_K, number(nr)?, 0, 1));
@@ -184,11 +278,27 @@ pub(crate) mod interp {
 
     /// What the program returns for a call (nr, arch, args).
     pub(crate) fn run(program: &[sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
+        trace(program, arch, nr, args).ret
+    }
+
+    /// One run of a program.
+    pub(crate) struct Trace {
+        pub(crate) ret: u32,
+        /// Instructions run.
+        pub(crate) ran: usize,
+        /// Whether it loaded an argument (the kernel's action cache only
+        /// answers calls whose path reads nothing but arch and number).
+        pub(crate) read_args: bool,
+    }
+
+    pub(crate) fn trace(program: &[sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> Trace {
+        let read_args = std::cell::Cell::new(false);
         let word = |offset: u32| -> u32 {
             match offset {
                 0 => nr,
                 4 => arch,
                 16..=63 => {
+                    read_args.set(true);
                     // Little-endian: the low half of each u64 comes first.
                     let arg = args[((offset - 16) / 8) as usize];
                     match (offset - 16) % 8 {
@@ -200,20 +310,29 @@ pub(crate) mod interp {
                 _ => panic!("load from offset {offset}"),
             }
         };
-        let (mut acc, mut pc) = (0u32, 0usize);
+        let (mut acc, mut pc, mut ran) = (0u32, 0usize, 0usize);
         loop {
             let insn = &program[pc];
             pc += 1;
+            ran += 1;
             match insn.code {
                 0x20 => acc = word(insn.k),    // ld w abs
                 0x54 => acc &= insn.k,         // alu and k
                 0x05 => pc += insn.k as usize, // ja
-                0x06 => return insn.k,         // ret k
+                0x06 => {
+                    // ret k
+                    return Trace {
+                        ret: insn.k,
+                        ran,
+                        read_args: read_args.get(),
+                    };
+                }
                 code => {
                     let taken = match code {
-                        0x15 => acc == insn.k, // jeq
-                        0x25 => acc > insn.k,  // jgt
-                        0x35 => acc >= insn.k, // jge
+                        0x15 => acc == insn.k,     // jeq
+                        0x25 => acc > insn.k,      // jgt
+                        0x35 => acc >= insn.k,     // jge
+                        0x45 => acc & insn.k != 0, // jset
                         _ => panic!("unexpected BPF opcode {code:#x}"),
                     };
                     pc += usize::from(if taken { insn.jt } else { insn.jf });
@@ -476,6 +595,113 @@ mod tests {
         );
         // i386 via int 0x80: 20 is getpid there.
         assert_eq!(run(&p, AUDIT_ARCH_I386, 20, [0; 6]), RET_KILL_PROCESS);
+    }
+
+    /// The argument-checked calls, each as a name and a call the default
+    /// rules allow.
+    const ARGUMENT_CHECKED: [(&str, [u64; 6]); 5] = [
+        ("ioctl", [0, libc::FIONREAD, 0, 0, 0, 0]),
+        ("socket", [libc::AF_INET6 as u64, 1, 0, 0, 0, 0]),
+        ("socketpair", [libc::AF_NETLINK as u64, 1, 0, 0, 0, 0]),
+        ("clone", [libc::SIGCHLD as u64, 0, 0, 0, 0, 0]),
+        ("personality", [0xffff_ffff, 0, 0, 0, 0, 0]),
+    ];
+
+    #[test]
+    fn argument_checked_calls_run_a_short_path() {
+        // Before, in seccompiler's chain: ioctl 51 instructions, socket 106,
+        // clone 134, personality 285 (the last of its allowed values).
+        let p = program(SeccompAction::Errno);
+        let mut lens = Vec::new();
+        for (name, args) in ARGUMENT_CHECKED {
+            let nr = crate::syscalls::number(name).unwrap();
+            let t = super::interp::trace(&p, AUDIT_ARCH_X86_64, nr as u32, args);
+            assert_eq!(t.ret, ALLOW, "{name}");
+            assert!(t.read_args, "{name}: its rule reads an argument");
+            lens.push(t.ran);
+        }
+        // The architecture and x32 checks (4), the blocks before its own
+        // (one jeq each), its own: jeq, load, compares, return.
+        assert_eq!(
+            lens,
+            [10, 11, 13, 11, 16],
+            "ioctl, socket, socketpair, clone, personality"
+        );
+    }
+
+    #[test]
+    fn hoisting_the_argument_checks_changes_no_answer() {
+        // corral's program against seccompiler's own for the same rules,
+        // on every number the table knows and a few beyond, with arguments
+        // that probe every rule: its values, their neighbours, each mask
+        // bit, junk in the upper halves.
+        let rules = resolve(&SeccompPlan::default_policy()).unwrap();
+        let mut probes: Vec<u64> = vec![0, 1, 0xffff_ffff, u64::MAX, 1 << 32];
+        for rule in rules.values() {
+            match *rule {
+                Rule::OneOf { values, .. } | Rule::NoneOf { values, .. } => {
+                    for &v in values {
+                        probes.extend([
+                            v,
+                            v ^ 1,
+                            v.wrapping_add(1),
+                            v | 1 << 32,
+                            v | 0xdead_0000_0000,
+                        ]);
+                    }
+                }
+                Rule::NoFlags { mask, .. } => {
+                    probes.extend((0..64).map(|b| 1u64 << b).filter(|f| mask & f != 0));
+                    probes.extend([mask, !mask, mask << 32]);
+                }
+                Rule::Always | Rule::Enosys => {}
+            }
+        }
+        let max = crate::syscalls::all().last().unwrap().1 as u32;
+        for action in [SeccompAction::Errno, SeccompAction::Kill] {
+            let ours = compile(&rules, action).unwrap();
+            let reference = compile_with(&rules, action, false).unwrap();
+            assert!(
+                ours.len() < reference.len(),
+                "the blocks replace chain entries"
+            );
+            for nr in (0..=max + 2).chain([X32_SYSCALL_BIT | 16, 0x3fff_ffff]) {
+                for &a in &probes {
+                    for pos in 0..2 {
+                        let mut args = [0x1111_0000_0000_0003u64; 6];
+                        args[pos] = a;
+                        assert_eq!(
+                            run(&ours, AUDIT_ARCH_X86_64, nr, args),
+                            run(&reference, AUDIT_ARCH_X86_64, nr, args),
+                            "nr {nr}, args {args:x?}, {action:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn calls_without_an_argument_rule_never_read_arguments() {
+        // The kernel's action cache (5.11+) skips the program for a number
+        // whose path reads only arch and number and allows: the blocks of
+        // the argument-checked calls must not be on any other call's path.
+        let p = program(SeccompAction::Errno);
+        let rules = resolve(&SeccompPlan::default_policy()).unwrap();
+        let mut cached = 0;
+        for (name, nr) in crate::syscalls::all() {
+            let t = super::interp::trace(&p, AUDIT_ARCH_X86_64, nr as u32, [u64::MAX; 6]);
+            match rules.get(&nr) {
+                Some(Rule::NoFlags { .. } | Rule::OneOf { .. } | Rule::NoneOf { .. }) => {
+                    assert!(t.read_args, "{name}")
+                }
+                _ => {
+                    assert!(!t.read_args, "{name} reads an argument");
+                    cached += usize::from(t.ret == ALLOW);
+                }
+            }
+        }
+        assert!(cached > 250, "{cached} calls allowed by number alone");
     }
 
     #[test]
