@@ -73,7 +73,8 @@ trap 'exit 143' TERM
 
 profile() { # $1 = net mode
   c profile default | sed "s|^net = \"private\".*|net = \"$1\"|" \
-    | sed "s|dir = \"/var/lib/corral/tmp/\$USER\"|dir = \"$W/tmp/\$USER\"|" >"$W/cfg/profile.toml"
+    | sed "s|dir = \"/var/lib/corral/tmp/\$USER\"|dir = \"$W/tmp/\$USER\"|" \
+    | sed "s|src = \"/var/lib/corral/php-sessions/\$USER\"|src = \"$W/php-sessions/\$USER\"|" >"$W/cfg/profile.toml"
 }
 median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 ms_of() { local s e; s=$(date +%s%N); "$@" >/dev/null; e=$(date +%s%N); echo "scale=2; ($e-$s)/1000000" | bc; }

@@ -68,7 +68,9 @@ enum BenchCmd {
     /// `corral down --all`.
     Scale(BenchArgs),
     /// ns per system call natively, under a one-instruction seccomp filter (the floor), under
-    /// corral's default filter, and in corral (getppid, getpid, read, ioctl; pinned and not).
+    /// the smallest filter that checks the call's argument (the arg-floor), under corral's
+    /// default filter, and in corral (getppid, getpid, read; ioctl, socket, personality, clone,
+    /// whose argument the filter reads; pinned and not).
     Seccomp(BenchArgs),
     /// Every suite (join, cgi, micro, pidns, neighbours, scale, seccomp) into one result set.
     All(BenchArgs),

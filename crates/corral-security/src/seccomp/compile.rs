@@ -149,7 +149,7 @@ fn argument_block(
             stmt(BPF_RET_K, deny),
         ],
         // jeq v_i ? (the last return) : next; ...; first return; last return.
-        Rule::OneOf { arg, ref values } | Rule::NoneOf { arg, ref values } => {
+        Rule::OneOf { arg, values } | Rule::NoneOf { arg, values } => {
             let (hit, miss) = match rule {
                 Rule::OneOf { .. } => (RET_ALLOW, deny),
                 _ => (deny, RET_ALLOW),
