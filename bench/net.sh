@@ -145,6 +145,8 @@ if [ -n "${NET_BENCH_SKIP_MEMORY:-}" ]; then
   echo "| --- | --- | --- | --- | --- | --- |"
   echo "| keep-alive (-n $N -c $C) | $KA_H | $KA_S | $KA_P | $(echo "scale=3; $KA_P / $KA_H" | bc) | $(echo "scale=3; $KA_P / $KA_S" | bc) |"
   echo "| Connection: close (-n $((N / 4)) -c $C) | $CL_H | $CL_S | $CL_P | $(echo "scale=3; $CL_P / $CL_H" | bc) | $(echo "scale=3; $CL_P / $CL_S" | bc) |"
+  echo
+  echo "corral up, median ms ($R, interleaved): net=host $UP_HOST, net=private $UP_PRIV"
   exit 0
 fi
 

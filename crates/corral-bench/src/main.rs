@@ -100,8 +100,10 @@ struct BenchArgs {
     /// neighbours: CPU cap per tenant in the limited mode, percent of one CPU (default 25).
     #[arg(long, value_name = "PCT", value_parser = clap::value_parser!(u32).range(1..=10000))]
     cpu_limit: Option<u32>,
-    /// seccomp: also measure `corral run` through this corral binary (mode `corral-old`), e.g.
-    /// one built before a filter change, against the same sandbox.
+    /// seccomp: also measure `corral run` through this corral binary (mode `corral-old`) against
+    /// the same sandbox. Its init (started by --corral) compiles and installs the filter, so this
+    /// measures an older client under the current filter, not an older filter: compare two
+    /// filters' programs with bench/c/seccomp.c --bpf.
     #[arg(long, value_name = "PATH")]
     corral_old: Option<PathBuf>,
 }

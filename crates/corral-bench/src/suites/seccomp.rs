@@ -9,7 +9,7 @@
 //! | `arg-floor` | on the host, under the smallest filter that checks the op's argument as corral's rule does (number, then argument, then allow): the floor of any filter that inspects arguments, which the kernel must run on every such call |
 //! | `filter` | on the host, under corral's default filter as compiled into this corral-bench (no namespaces, no cgroup) |
 //! | `corral` | the tenant's process under `corral run` with the profile's filter (plus the sandbox: pid namespace, cgroup) |
-//! | `corral-old` | the same through another corral binary (`--corral-old`, e.g. one built before the allow list) |
+//! | `corral-old` | the same through another corral binary (`--corral-old`); the sandbox's init (started by `--corral`) compiles and installs the filter, so this is an older client under the current filter, not an older filter (compare programs with `seccomp --bpf FILE`) |
 //!
 //! Ops: `getppid`, `getpid` and 1-byte `read` of /dev/zero, which corral's
 //! filter allows without looking at arguments (the kernel's action cache can
