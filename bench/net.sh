@@ -73,7 +73,8 @@ trap 'exit 143' TERM
 
 profile() { # $1 = net mode
   c profile default | sed "s|^net = \"private\".*|net = \"$1\"|" \
-    | sed "s|dir = \"/var/lib/corral/tmp/\$USER\"|dir = \"$W/tmp/\$USER\"|" >"$W/cfg/profile.toml"
+    | sed "s|dir = \"/var/lib/corral/tmp/\$USER\"|dir = \"$W/tmp/\$USER\"|" \
+    | sed "s|src = \"/var/lib/corral/php-sessions/\$USER\"|src = \"$W/php-sessions/\$USER\"|" >"$W/cfg/profile.toml"
 }
 median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 ms_of() { local s e; s=$(date +%s%N); "$@" >/dev/null; e=$(date +%s%N); echo "scale=2; ($e-$s)/1000000" | bc; }
@@ -144,6 +145,8 @@ if [ -n "${NET_BENCH_SKIP_MEMORY:-}" ]; then
   echo "| --- | --- | --- | --- | --- | --- |"
   echo "| keep-alive (-n $N -c $C) | $KA_H | $KA_S | $KA_P | $(echo "scale=3; $KA_P / $KA_H" | bc) | $(echo "scale=3; $KA_P / $KA_S" | bc) |"
   echo "| Connection: close (-n $((N / 4)) -c $C) | $CL_H | $CL_S | $CL_P | $(echo "scale=3; $CL_P / $CL_H" | bc) | $(echo "scale=3; $CL_P / $CL_S" | bc) |"
+  echo
+  echo "corral up, median ms ($R, interleaved): net=host $UP_HOST, net=private $UP_PRIV"
   exit 0
 fi
 

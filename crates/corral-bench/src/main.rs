@@ -68,7 +68,9 @@ enum BenchCmd {
     /// `corral down --all`.
     Scale(BenchArgs),
     /// ns per system call natively, under a one-instruction seccomp filter (the floor), under
-    /// corral's default filter, and in corral (getppid, getpid, read, ioctl; pinned and not).
+    /// the smallest filter that checks the call's argument (the arg-floor), under corral's
+    /// default filter, and in corral (getppid, getpid, read; ioctl, socket, personality, clone,
+    /// whose argument the filter reads; pinned and not).
     Seccomp(BenchArgs),
     /// Every suite (join, cgi, micro, pidns, neighbours, scale, seccomp) into one result set.
     All(BenchArgs),
@@ -98,8 +100,10 @@ struct BenchArgs {
     /// neighbours: CPU cap per tenant in the limited mode, percent of one CPU (default 25).
     #[arg(long, value_name = "PCT", value_parser = clap::value_parser!(u32).range(1..=10000))]
     cpu_limit: Option<u32>,
-    /// seccomp: also measure `corral run` through this corral binary (mode `corral-old`), e.g.
-    /// one built before a filter change, against the same sandbox.
+    /// seccomp: also measure `corral run` through this corral binary (mode `corral-old`) against
+    /// the same sandbox. Its init (started by --corral) compiles and installs the filter, so this
+    /// measures an older client under the current filter, not an older filter: compare two
+    /// filters' programs with bench/c/seccomp.c --bpf.
     #[arg(long, value_name = "PATH")]
     corral_old: Option<PathBuf>,
 }

@@ -668,6 +668,20 @@ pub fn relay_resolv_conf(text: &str, relay: Ipv4Addr) -> Option<String> {
 }
 
 /// The one nftables table of all tenants (replaced whole, atomically).
+///
+/// The forward chain starts with `ct state established accept`: every packet
+/// of a flow after its first (nearly all of them: keep-alive requests and
+/// their answers, in both directions) is accepted after one conntrack state
+/// test instead of six interface-name matches and a set lookup (measured:
+/// the rule evaluation went from ~2.3 % to ~0.9 % of the CPU time of a
+/// keep-alive HTTP client and its server, docs/benchmarks.md). This admits
+/// nothing new: a flow is established only once its first packet has passed
+/// every base chain (a conntrack entry is confirmed after the last hook; a
+/// packet the rules below reject or drop leaves none), so a flow to another
+/// tenant, the host or a denied address never gets there. `related` (ICMP
+/// errors) still meets the rules. One difference: a destination added to
+/// `deny` applies to new flows; flows open when the rules change run until
+/// they end, as in any stateful firewall.
 pub fn ruleset(net: &Net, nameservers: &[Ipv4Addr], relay_to: Option<Ipv4Addr>) -> String {
     let t = net.table();
     // Every bridge: the first and its shards (<bridge>1, <bridge>2...).
@@ -721,6 +735,7 @@ table inet {t} {{
 {relay_nat}
   chain forward {{
     type filter hook forward priority filter; policy accept;
+    ct state established accept
     iifname \"{br}\" oifname \"{br}\" reject with icmpx type admin-prohibited
 {dns}    iifname \"{br}\" ip daddr @deny4 reject with icmpx type admin-prohibited
     iifname \"{br}\" meta nfproto ipv6 reject with icmpx type admin-prohibited
@@ -998,6 +1013,19 @@ mod tests {
         assert!(r.contains("10.213.0.0/16, 192.168.0.0/16"));
         assert!(r.contains("ip daddr { 10.255.255.53 }"));
         assert!(r.contains("table inet corral_corral_br {\n"));
+        // Established flows are accepted first, by a rule that names no
+        // interface; the isolation rules follow for every new flow.
+        let fwd = r.split("chain forward {").nth(1).unwrap();
+        let rules: Vec<&str> = fwd
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        assert_eq!(rules[1], "ct state established accept", "{fwd}");
+        assert!(
+            rules[2].starts_with("iifname \"corral-br*\" oifname \"corral-br*\" reject"),
+            "{fwd}"
+        );
     }
 
     #[test]

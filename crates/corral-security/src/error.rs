@@ -17,15 +17,15 @@ pub enum SecurityError {
     #[error("refusing to deny {0:?}: a tenant process cannot start or exit without it")]
     EssentialSyscall(String),
 
-    /// An argument rule compares a value wider than the 32 bits the
-    /// filter reads (should not happen for the rules corral builds).
-    #[error("compiling the seccomp filter: argument value {0:#x} does not fit 32 bits")]
-    ArgumentValue(u64),
-
     /// A syscall number that does not fit a BPF comparison (should not
     /// happen for the numbers of the syscall table).
     #[error("compiling the seccomp filter: syscall number {0}")]
     SyscallNumber(i64),
+
+    /// An argument value or mask of a rule beyond the low 32 bits the
+    /// filter compares (should not happen for the rules corral carries).
+    #[error("compiling the seccomp filter: value {value:#x} for syscall {nr} does not fit the 32 bits the filter compares")]
+    ArgumentValue { nr: i64, value: u64 },
 
     /// The kernel accepts at most `BPF_MAXINSNS` (4096) instructions.
     #[error("the seccomp filter has {0} instructions; the kernel accepts at most 4096")]

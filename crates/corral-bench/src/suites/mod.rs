@@ -139,8 +139,9 @@ pub struct Options {
     /// neighbours: CPU cap per tenant in the limited mode, percent of one CPU
     /// (default [`neighbours::DEFAULT_CPU_LIMIT`]).
     pub cpu_limit: Option<u32>,
-    /// seccomp: a second corral binary measured as `corral-old` (e.g. one
-    /// built before a filter change), against the same sandbox.
+    /// seccomp: a second corral binary measured as `corral-old`, against the
+    /// same sandbox (whose init, started by the first binary, compiles the
+    /// filter: an older client under the current filter).
     pub corral_old: Option<PathBuf>,
 }
 

@@ -6,15 +6,19 @@
 //! |---|---|
 //! | `native` | on the host, no filter |
 //! | `floor` | on the host, under a one-instruction allow-all filter: the kernel's seccomp entry, the floor any filter pays |
+//! | `arg-floor` | on the host, under the smallest filter that checks the op's argument as corral's rule does (number, then argument, then allow): the floor of any filter that inspects arguments, which the kernel must run on every such call |
 //! | `filter` | on the host, under corral's default filter as compiled into this corral-bench (no namespaces, no cgroup) |
 //! | `corral` | the tenant's process under `corral run` with the profile's filter (plus the sandbox: pid namespace, cgroup) |
-//! | `corral-old` | the same through another corral binary (`--corral-old`, e.g. one built before the allow list) |
+//! | `corral-old` | the same through another corral binary (`--corral-old`); the sandbox's init (started by `--corral`) compiles and installs the filter, so this is an older client under the current filter, not an older filter (compare programs with `seccomp --bpf FILE`) |
 //!
 //! Ops: `getppid`, `getpid` and 1-byte `read` of /dev/zero, which corral's
 //! filter allows without looking at arguments (the kernel's action cache can
-//! skip the program), and `ioctl(-1, FIONREAD)`, whose request the filter
-//! reads (the program runs every time). Each op runs pinned to the last CPU
-//! (`taskset`) and unpinned; modes are interleaved, rotating each round.
+//! skip the program), and the calls whose argument the filter reads (the
+//! program runs every time): `ioctl(-1, FIONREAD)`, `socket(AF_INET, 999,
+//! 0)`, `personality(0xffffffff)` and `clone(CLONE_SIGHAND)` (allowed by the
+//! filter, refused or answered at once by the kernel). Each op runs pinned
+//! to the last CPU (`taskset`) and unpinned; modes are interleaved, rotating
+//! each round.
 
 use std::process::Command;
 use std::time::Duration;
@@ -36,11 +40,20 @@ pub mod fig {
 /// Mode names of this suite (besides `native` and `corral`).
 pub mod modes {
     pub const FLOOR: &str = "floor";
+    pub const ARG_FLOOR: &str = "arg-floor";
     pub const FILTER: &str = "filter";
     pub const CORRAL_OLD: &str = "corral-old";
 }
 
-pub const OPS: [&str; 4] = ["getppid", "getpid", "read", "ioctl"];
+pub const OPS: [&str; 7] = [
+    "getppid",
+    "getpid",
+    "read",
+    "ioctl",
+    "socket",
+    "personality",
+    "clone",
+];
 
 fn count(level: Level) -> u64 {
     level.pick(5_000_000, 1_000_000, 10_000)
@@ -105,6 +118,11 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
             name: modes::FLOOR,
             prefix: vec![],
             flags: vec!["--floor".into()],
+        },
+        Mode {
+            name: modes::ARG_FLOOR,
+            prefix: vec![],
+            flags: vec!["--arg-floor".into()],
         },
         Mode {
             name: modes::FILTER,
@@ -197,7 +215,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         }
     }
     ctx.results.add_note(format!(
-        "seccomp: bench/c/seccomp.c, {n} raw system calls per run, {} rounds; pinned = taskset -c {cpu}; wall ns per call (cpu_ns: user + system); native/floor/filter as root on the host, corral as tenant {}; filter = corral's default policy as compiled into this corral-bench ({} bytes of BPF)",
+        "seccomp: bench/c/seccomp.c, {n} raw system calls per run, {} rounds; pinned = taskset -c {cpu}; wall ns per call (cpu_ns: user + system); native/floor/arg-floor/filter as root on the host, corral as tenant {}; filter = corral's default policy as compiled into this corral-bench ({} bytes of BPF)",
         rounds(level),
         t.name,
         std::fs::metadata(&bpf).map(|m| m.len()).unwrap_or(0)
@@ -219,7 +237,7 @@ pub fn table(rs: &crate::ResultSet, modes: &[&str]) -> String {
     for m in modes {
         s.push_str(&format!(" {m:>11}"));
     }
-    s.push_str("   vs floor / vs native\n");
+    s.push_str("   vs floor / arg-floor / native\n");
     let tests: Vec<String> = OPS
         .iter()
         .flat_map(|op| [format!("{op} pinned"), format!("{op} unpinned")])
@@ -232,13 +250,23 @@ pub fn table(rs: &crate::ResultSet, modes: &[&str]) -> String {
                 None => s.push_str(&format!(" {:>11}", "-")),
             }
         }
-        let (floor, native) = (med(t, modes::FLOOR), med(t, mode::NATIVE));
+        let (floor, arg_floor, native) = (
+            med(t, modes::FLOOR),
+            med(t, modes::ARG_FLOOR),
+            med(t, mode::NATIVE),
+        );
+        let ratio = |v: f64, of: Option<f64>| of.map_or("-".into(), |o| format!("{:.2}", v / o));
         let ratios: Vec<String> = modes
             .iter()
-            .filter(|m| **m != mode::NATIVE && **m != modes::FLOOR)
-            .map(|m| match (med(t, m), floor, native) {
-                (Some(v), Some(f), Some(n)) => format!("{m} {:.2}/{:.2}", v / f, v / n),
-                _ => format!("{m} -"),
+            .filter(|m| ![mode::NATIVE, modes::FLOOR, modes::ARG_FLOOR].contains(*m))
+            .map(|m| match med(t, m) {
+                Some(v) => format!(
+                    "{m} {}/{}/{}",
+                    ratio(v, floor),
+                    ratio(v, arg_floor),
+                    ratio(v, native)
+                ),
+                None => format!("{m} -"),
             })
             .collect();
         s.push_str(&format!("   {}\n", ratios.join(", ")));

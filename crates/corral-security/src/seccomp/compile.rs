@@ -85,8 +85,8 @@ fn number(nr: i64) -> Result<u32, SecurityError> {
 /// `read`-like calls with junk in the upper half, or let `TIOCSTI | 1 <<
 /// 32` through; so the program loads the low word only, and a rule value
 /// that needs more bits is a mistake in the rules.
-fn low_word(v: u64) -> Result<u32, SecurityError> {
-    u32::try_from(v).map_err(|_| SecurityError::ArgumentValue(v))
+fn low_word(nr: i64, value: u64) -> Result<u32, SecurityError> {
+    u32::try_from(value).map_err(|_| SecurityError::ArgumentValue { nr, value })
 }
 
 /// A forward jump offset, which classic BPF keeps in 8 bits.
@@ -179,13 +179,22 @@ fn tree(
 
 /// The check of one call with an argument rule: loads the argument and
 /// returns; `None` for rules without arguments.
-fn argument_block(rule: Rule, deny: u32) -> Result<Option<Vec<sock_filter>>, SecurityError> {
+fn argument_block(
+    nr: i64,
+    rule: Rule,
+    deny: u32,
+) -> Result<Option<Vec<sock_filter>>, SecurityError> {
     let load = |arg: u8| stmt(BPF_LD_W_ABS, DATA_ARGS + 8 * u32::from(arg));
     // ld arg; jeq v1 ? hit : next; ...; ret miss; ret hit
     let any_of = |arg: u8, values: &[u64], hit: u32, miss: u32| {
         let mut b = vec![load(arg)];
         for (i, &v) in values.iter().enumerate() {
-            b.push(jump(BPF_JEQ_K, low_word(v)?, offset(values.len() - i)?, 0));
+            b.push(jump(
+                BPF_JEQ_K,
+                low_word(nr, v)?,
+                offset(values.len() - i)?,
+                0,
+            ));
         }
         b.push(stmt(BPF_RET_K, miss));
         b.push(stmt(BPF_RET_K, hit));
@@ -196,7 +205,7 @@ fn argument_block(rule: Rule, deny: u32) -> Result<Option<Vec<sock_filter>>, Sec
         // ld arg; jset mask ? deny : allow
         Rule::NoFlags { arg, mask } => vec![
             load(arg),
-            jump(BPF_JSET_K, low_word(mask)?, 0, 1),
+            jump(BPF_JSET_K, low_word(nr, mask)?, 0, 1),
             stmt(BPF_RET_K, deny),
             stmt(BPF_RET_K, RET_ALLOW),
         ],
@@ -230,7 +239,7 @@ pub(crate) fn compile(
     let mut checked: Vec<(i64, Rule)> = rules.iter().map(|(&nr, &r)| (nr, r)).collect();
     checked.sort_by_key(|&(nr, _)| argument_order(nr));
     for (nr, rule) in checked {
-        if let Some(block) = argument_block(rule, deny)? {
+        if let Some(block) = argument_block(nr, rule, deny)? {
             program.push(jump(BPF_JEQ_K, number(nr)?, 0, offset(block.len())?));
             program.extend(block);
         }
@@ -621,6 +630,143 @@ mod tests {
                 );
             }
             assert_eq!(run(&p, AUDIT_ARCH_I386, 3, [0; 6]), RET_KILL_PROCESS);
+        }
+    }
+
+    /// The program corral compiled until 2026-11-25 (before the search
+    /// tree): a prefix for the architecture, x32 and unknown numbers, then
+    /// seccompiler's chain of one rule set per allowed call. The reference
+    /// the tree must agree with.
+    fn seccompiler_reference(
+        rules: &BTreeMap<i64, Rule>,
+        action: SeccompAction,
+    ) -> Vec<sock_filter> {
+        use seccompiler::{
+            BpfProgram, SeccompAction as Action, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
+            SeccompFilter, SeccompRule, TargetArch,
+        };
+        let cond = |arg: u8, op, v: u64| {
+            SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, v).unwrap()
+        };
+        let mut program = vec![
+            stmt(BPF_LD_W_ABS, DATA_ARCH),
+            jump(BPF_JEQ_K, AUDIT_ARCH_X86_64, 1, 0),
+            stmt(BPF_RET_K, RET_KILL_PROCESS),
+            stmt(BPF_LD_W_ABS, DATA_NR),
+            jump(BPF_JGE_K, X32_SYSCALL_BIT, 0, 1),
+            stmt(BPF_RET_K, RET_KILL_PROCESS),
+        ];
+        // Unknown numbers: above the table, and its gaps.
+        const BPF_JGT_K: u16 = 0x05 | 0x20;
+        let all: Vec<i64> = crate::syscalls::all().map(|(_, nr)| nr).collect();
+        program.push(jump(BPF_JGT_K, *all.last().unwrap() as u32, 0, 1));
+        program.push(stmt(BPF_RET_K, RET_ENOSYS));
+        for w in all.windows(2) {
+            if w[1] > w[0] + 1 {
+                program.push(jump(BPF_JGE_K, (w[0] + 1) as u32, 0, 2));
+                program.push(jump(BPF_JGT_K, (w[1] - 1) as u32, 1, 0));
+                program.push(stmt(BPF_RET_K, RET_ENOSYS));
+            }
+        }
+        let mut chains = BTreeMap::new();
+        for (&nr, rule) in rules {
+            let chain = match *rule {
+                Rule::Enosys => {
+                    program.push(jump(BPF_JEQ_K, nr as u32, 0, 1));
+                    program.push(stmt(BPF_RET_K, RET_ENOSYS));
+                    continue;
+                }
+                Rule::Always => Vec::new(),
+                Rule::NoFlags { arg, mask } => {
+                    vec![
+                        SeccompRule::new(vec![cond(arg, SeccompCmpOp::MaskedEq(mask), 0)]).unwrap(),
+                    ]
+                }
+                Rule::OneOf { arg, values } => values
+                    .iter()
+                    .map(|&v| SeccompRule::new(vec![cond(arg, SeccompCmpOp::Eq, v)]).unwrap())
+                    .collect(),
+                Rule::NoneOf { arg, values } => vec![SeccompRule::new(
+                    values
+                        .iter()
+                        .map(|&v| cond(arg, SeccompCmpOp::Ne, v))
+                        .collect(),
+                )
+                .unwrap()],
+            };
+            chains.insert(nr, chain);
+        }
+        let mismatch = match action {
+            SeccompAction::Errno => Action::Errno(libc::EPERM as u32),
+            SeccompAction::Kill => Action::KillProcess,
+        };
+        let filter =
+            SeccompFilter::new(chains, mismatch, Action::Allow, TargetArch::x86_64).unwrap();
+        let body: BpfProgram = filter.try_into().unwrap();
+        program.extend(body.into_iter().map(|i| sock_filter {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        }));
+        program
+    }
+
+    /// The search tree answers every call exactly as seccompiler's chain
+    /// did: every number the table knows and some beyond, with arguments
+    /// that probe every rule (its values, their neighbours, each mask bit,
+    /// junk in the upper halves), under both actions.
+    #[test]
+    fn the_tree_answers_every_call_as_seccompilers_chain_did() {
+        let rules = resolve(&SeccompPlan::default_policy()).unwrap();
+        let mut probes: Vec<u64> = vec![0, 1, 0xffff_ffff, u64::MAX, 1 << 32];
+        for rule in rules.values() {
+            match *rule {
+                Rule::OneOf { values, .. } | Rule::NoneOf { values, .. } => {
+                    for &v in values {
+                        probes.extend([
+                            v,
+                            v ^ 1,
+                            v.wrapping_add(1),
+                            v | 1 << 32,
+                            v | 0xdead_0000_0000,
+                        ]);
+                    }
+                }
+                Rule::NoFlags { mask, .. } => {
+                    probes.extend((0..64).map(|b| 1u64 << b).filter(|f| mask & f != 0));
+                    probes.extend([mask, !mask, mask << 32]);
+                }
+                Rule::Always | Rule::Enosys => {}
+            }
+        }
+        let max = crate::syscalls::all().last().unwrap().1 as u32;
+        for action in [SeccompAction::Errno, SeccompAction::Kill] {
+            let ours = compile(&rules, action).unwrap();
+            let reference = seccompiler_reference(&rules, action);
+            assert!(
+                ours.len() * 5 < reference.len(),
+                "{} vs {}",
+                ours.len(),
+                reference.len()
+            );
+            for nr in (0..=max + 2).chain([X32_SYSCALL_BIT | 16, 0x3fff_ffff, u32::MAX]) {
+                for &a in &probes {
+                    for pos in 0..2 {
+                        let mut args = [0x1111_0000_0000_0003u64; 6];
+                        args[pos] = a;
+                        assert_eq!(
+                            run(&ours, AUDIT_ARCH_X86_64, nr, args),
+                            run(&reference, AUDIT_ARCH_X86_64, nr, args),
+                            "nr {nr}, args {args:x?}, {action:?}"
+                        );
+                    }
+                }
+            }
+            assert_eq!(
+                run(&ours, AUDIT_ARCH_I386, 3, [0; 6]),
+                run(&reference, AUDIT_ARCH_I386, 3, [0; 6])
+            );
         }
     }
 }
