@@ -292,6 +292,27 @@ fn lease(net: &Net, owner: &str) -> Result<(u32, PathBuf), NetError> {
     Err(NetError::Full(net.cfg.subnet.clone()))
 }
 
+/// The host end's name for lease `index`: `corral-N` on the default
+/// bridge, else prefixed with a hash of the bridge's name, so that two
+/// configurations on one host (a test's or a benchmark's own bridge next to
+/// the operator's) never name two tenants' pairs alike. At most 15 bytes
+/// (IFNAMSIZ - 1).
+fn host_if_name(net: &Net, index: u32) -> String {
+    if net.cfg.bridge == NetConfig::default().bridge {
+        format!("corral-{index}")
+    } else {
+        format!("c{:05x}-{index}", fnv(&net.cfg.bridge) & 0xf_ffff)
+    }
+}
+
+/// Whether the interface `name` is a port of the bridge `bridge`.
+fn is_port_of(name: &str, bridge: &str) -> bool {
+    std::fs::read_link(Path::new("/sys/class/net").join(name).join("master"))
+        .ok()
+        .and_then(|t| t.file_name().map(|n| n == bridge))
+        .unwrap_or(false)
+}
+
 /// Attach the network namespace of `pid` (new, holding only lo) to the
 /// tenants' bridge: make the bridge and firewall at first use, lease an
 /// address, create the veth pair and configure both ends. On failure,
@@ -300,7 +321,7 @@ pub fn attach(net: &Net, owner: &str, pid: i32) -> Result<Attached, NetError> {
     ensure_host(net)?;
     let (index, lease_path) = lease(net, owner)?;
     let a = Attached {
-        host_if: format!("corral-{index}"),
+        host_if: host_if_name(net, index),
         address: net.address(index),
         gateway: net.gateway_of(index),
         lease: lease_path,
@@ -310,7 +331,13 @@ pub fn attach(net: &Net, owner: &str, pid: i32) -> Result<Attached, NetError> {
     match plugged {
         Ok(()) => Ok(a),
         Err(e) => {
-            detach(&a);
+            // What this attach made; an interface of that name on another
+            // bridge (another configuration's tenant) stays.
+            if is_port_of(&a.host_if, &bridge) || ifindex(&a.host_if).is_none() {
+                detach(&a);
+            } else {
+                let _ = std::fs::remove_file(&a.lease);
+            }
             Err(e)
         }
     }
@@ -354,8 +381,9 @@ fn plug(net: &Net, a: &Attached, bridge_name: &str, pid: i32) -> Result<(), NetE
     };
     match make(&mut host) {
         // A pair of an earlier sandbox of this lease whose namespace the
-        // kernel has not destroyed yet: remove it, then again.
-        Err(Errno::EEXIST) => {
+        // kernel has not destroyed yet: remove it, then again. Only a port
+        // of this bridge: an interface of that name elsewhere is not ours.
+        Err(Errno::EEXIST) if is_port_of(&a.host_if, bridge_name) => {
             let mut m = Msg::new(libc::RTM_DELLINK, 0);
             m.ifinfo(libc::AF_UNSPEC as u8, 0, 0, 0);
             m.attr_str(libc::IFLA_IFNAME, &a.host_if);
@@ -926,6 +954,29 @@ impl Msg {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_interface_names_differ_between_bridges_and_fit_ifnamsiz() {
+        let default = Net::new(NetConfig::default()).unwrap();
+        assert_eq!(host_if_name(&default, 7), "corral-7");
+        let other = |bridge: &str| {
+            Net::new(NetConfig {
+                bridge: bridge.into(),
+                ..NetConfig::default()
+            })
+            .unwrap()
+        };
+        let (a, b) = (other("ctest-br"), other("cbench-br"));
+        assert_ne!(host_if_name(&a, 7), host_if_name(&default, 7));
+        assert_ne!(host_if_name(&a, 7), host_if_name(&b, 7));
+        let last = a.capacity() - 1;
+        assert!(
+            host_if_name(&a, last).len() <= 15,
+            "{}",
+            host_if_name(&a, last)
+        );
+        assert!(host_if_name(&default, last).len() <= 15);
+    }
 
     #[test]
     fn addresses_leave_out_the_network_the_gateway_and_the_broadcast() {
