@@ -29,5 +29,5 @@ pub use device::DeviceId;
 pub use entry::{EntryError, EntryGuard, EntrySlots};
 pub use error::{CgroupError, LimitError, Problem, Result};
 pub use spec::{IoLimits, Limits, Rlimits, KEYS};
-pub use stats::{Faults, Usage};
+pub use stats::{CgroupReader, Faults, FdBudget, Usage, NOFILE_WANTED};
 pub use value::format_size;

@@ -7,8 +7,10 @@
 //! so it serves `corral metrics serve` and `corral metrics dump` as well as
 //! the history collector (`corral daemon`, cmd/history.rs). What it keeps between scrapes: the cgroup backend of each
 //! cgroup parent (detecting it parses /proc/self/mountinfo, which grows with
-//! every tenant's namespace mounts) and the `corral_scrape_errors_total`
-//! counter.
+//! every tenant's namespace mounts), each running tenant's cgroup counter
+//! files, open ([`CgroupReader`]: re-read with one `pread` each, within an
+//! [`FdBudget`] of the process's descriptor limit), and the
+//! `corral_scrape_errors_total` counter.
 //!
 //! Two encodings of the same metrics ([`Format`]): OpenMetrics, what the
 //! client writes and what Prometheus asks for first, and the classic text
@@ -16,7 +18,9 @@
 //! metrics`, node_exporter's textfile collector), which reads counters only
 //! under their `_total` names. docs/metrics.md lists every metric.
 
-use corral_limits::{Backend, EntrySlots, Faults, Limits, TenantCgroup, Usage};
+use corral_limits::{
+    Backend, CgroupReader, EntrySlots, Faults, FdBudget, Limits, TenantCgroup, Usage,
+};
 use corral_sandbox::Layout;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -26,6 +30,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -94,12 +99,34 @@ pub struct Exporter {
     scrape_errors: Counter,
     /// Threads reading tenants in parallel (1: in the caller's thread).
     threads: usize,
+    /// The running tenants' cgroup readers, by tenant.
+    readers: Mutex<HashMap<String, KeptReader>>,
+    /// Shared by the readers.
+    budget: FdBudget,
+    /// Readings so far: a reader not used by the last one is dropped.
+    readings: AtomicU64,
+}
+
+/// A tenant's [`CgroupReader`], for one run of its sandbox: a sandbox
+/// rebuilt since (another init, another cgroup) gets a new reader, so its
+/// cgroup is never read through the old one's descriptors even where the
+/// kernel would not refuse them.
+#[derive(Debug)]
+struct KeptReader {
+    /// init pid, its start time, cgroup parent and name.
+    run: (i32, u64, String, String),
+    /// The last reading that used it.
+    reading: u64,
+    reader: CgroupReader,
 }
 
 /// Below this many tenants one thread reads them all.
 const PARALLEL_FROM: usize = 64;
 
 impl Exporter {
+    /// Also raises the process's soft descriptor limit
+    /// ([`FdBudget::from_nofile_limit`]): the exporter keeps every running
+    /// tenant's cgroup files open (10 on cgroup v1, 6 on v2).
     pub fn new(layout: Layout) -> Exporter {
         let threads = std::thread::available_parallelism()
             .map(|n| n.get())
@@ -110,6 +137,9 @@ impl Exporter {
             backends: Mutex::new(HashMap::new()),
             scrape_errors: Counter::default(),
             threads,
+            readers: Mutex::new(HashMap::new()),
+            budget: FdBudget::from_nofile_limit(),
+            readings: AtomicU64::new(0),
         }
     }
 
@@ -119,15 +149,16 @@ impl Exporter {
     pub fn collect(&self) -> std::io::Result<Snapshot> {
         let start = Instant::now();
         let names = self.layout.list()?;
+        let reading = self.readings.fetch_add(1, Ordering::Relaxed) + 1;
         let mut snap = Snapshot::default();
         let parts = if names.len() < PARALLEL_FROM || self.threads < 2 {
-            vec![self.read_tenants(&names)]
+            vec![self.read_tenants(&names, reading)]
         } else {
             let chunk = names.len().div_ceil(self.threads);
             std::thread::scope(|s| {
                 let handles: Vec<_> = names
                     .chunks(chunk)
-                    .map(|part| s.spawn(move || self.read_tenants(part)))
+                    .map(|part| s.spawn(move || self.read_tenants(part, reading)))
                     .collect();
                 handles
                     .into_iter()
@@ -139,18 +170,62 @@ impl Exporter {
             snap.tenants.extend(tenants);
             snap.errors.extend(errors);
         }
+        // The files of tenants that are gone (or down) are closed.
+        self.lock_readers().retain(|_, k| k.reading == reading);
         self.scrape_errors.inc_by(snap.errors.len() as u64);
         snap.took = start.elapsed();
         Ok(snap)
     }
 
-    fn read_tenants(&self, names: &[String]) -> (Vec<TenantSample>, Vec<String>) {
+    fn read_tenants(&self, names: &[String], reading: u64) -> (Vec<TenantSample>, Vec<String>) {
         let mut errors = Vec::new();
         let samples = names
             .iter()
-            .map(|t| self.read_tenant(t, &mut |what: String| errors.push(format!("{t}: {what}"))))
+            .map(|t| {
+                self.read_tenant(t, reading, &mut |what: String| {
+                    errors.push(format!("{t}: {what}"))
+                })
+            })
             .collect();
         (samples, errors)
+    }
+
+    fn lock_readers(&self) -> std::sync::MutexGuard<'_, HashMap<String, KeptReader>> {
+        self.readers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A tenant's usage and faults through its kept reader, made (or made
+    /// anew, for a sandbox rebuilt since) as needed. A reader that failed is
+    /// not kept.
+    fn read_cgroup(
+        &self,
+        tenant: &str,
+        st: &corral_sandbox::state::TenantState,
+        name: &str,
+        reading: u64,
+    ) -> corral_limits::Result<(Usage, Faults)> {
+        let run = (
+            st.init_pid,
+            st.init_start,
+            st.cgroup_parent.clone(),
+            name.to_string(),
+        );
+        let kept = self.lock_readers().remove(tenant);
+        let mut kept = match kept {
+            Some(k) if k.run == run => k,
+            _ => KeptReader {
+                reader: CgroupReader::new(
+                    TenantCgroup::named(&self.backend(&st.cgroup_parent)?, name)?,
+                    self.budget.clone(),
+                ),
+                run,
+                reading,
+            },
+        };
+        let r = kept.reader.usage_and_faults()?;
+        kept.reading = reading;
+        self.lock_readers().insert(tenant.to_string(), kept);
+        Ok(r)
     }
 
     fn backend(&self, parent: &str) -> corral_limits::Result<Backend> {
@@ -163,7 +238,12 @@ impl Exporter {
         Ok(b)
     }
 
-    fn read_tenant(&self, tenant: &str, error: &mut dyn FnMut(String)) -> TenantSample {
+    fn read_tenant(
+        &self,
+        tenant: &str,
+        reading: u64,
+        error: &mut dyn FnMut(String),
+    ) -> TenantSample {
         let mut s = TenantSample {
             tenant: tenant.to_string(),
             ..Default::default()
@@ -198,10 +278,7 @@ impl Exporter {
             Err(e) => failed(format!("reading {}: {e}", dir.limits().display())),
         }
         if let Some(name) = st.cgroup.as_deref() {
-            match self
-                .backend(&st.cgroup_parent)
-                .and_then(|b| TenantCgroup::named(&b, name)?.usage_and_faults())
-            {
+            match self.read_cgroup(tenant, &st, name, reading) {
                 Ok((u, f)) => (s.usage, s.faults) = (Some(u), Some(f)),
                 Err(e) => failed(e.to_string()),
             }
