@@ -13,6 +13,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::kept::{FdBudget, KeptFile, Stamp};
+
 #[derive(Debug, thiserror::Error)]
 pub enum EntryError {
     #[error("all {limit} entry process slots are in use")]
@@ -99,6 +101,172 @@ fn try_lock(file: &File, path: &Path) -> Result<bool, EntryError> {
         Ok(()) => Ok(true),
         Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(false),
         Err(e) => Err(io_err("locking", path)(e)),
+    }
+}
+
+/// `slot.<N>`.
+fn is_slot(name: &std::ffi::OsStr) -> bool {
+    name.to_str()
+        .and_then(|n| n.strip_prefix("slot."))
+        .is_some_and(|i| i.parse::<u32>().is_ok())
+}
+
+/// The rejection counter's value, read under a shared lock from offset 0.
+fn read_counter(f: &mut File, path: &Path) -> Result<u64, EntryError> {
+    flock(f, libc::LOCK_SH).map_err(io_err("locking", path))?;
+    let mut text = String::new();
+    f.read_to_string(&mut text)
+        .map_err(io_err("reading", path))?;
+    if text.trim().is_empty() {
+        // Created by a first rejection that has not written yet.
+        return Ok(0);
+    }
+    text.trim().parse().map_err(|_| {
+        io_err("parsing", path)(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("not a count: {text:?}"),
+        ))
+    })
+}
+
+/// [`EntrySlots::observe`]'s readings for a reader that comes back every few
+/// seconds (the history collector, `/metrics`): the directory, its slot
+/// files and the counter stay open, within an [`FdBudget`]. The directory is
+/// listed again only when it changed, the counter read again only when it
+/// changed ([`Stamp`]), and each slot is probed with a lock and an unlock on
+/// its kept descriptor: no path lookup, open or close per reading. Whatever
+/// cannot be kept (no budget left, no directory yet, an error) is read as an
+/// observer reads it.
+#[derive(Debug)]
+pub struct EntryWatch {
+    dir: PathBuf,
+    budget: FdBudget,
+    kept: Option<Watched>,
+}
+
+#[derive(Debug)]
+struct Watched {
+    dir: KeptFile,
+    /// The directory's stamp when it was listed.
+    listed: Stamp,
+    slots: Vec<(PathBuf, KeptFile)>,
+    /// The listing had a `rejections` file.
+    has_counter: bool,
+    /// The counter, its stamp and its value when last read.
+    counter: Option<(KeptFile, Stamp, u64)>,
+}
+
+impl EntryWatch {
+    pub fn new(dir: &Path, budget: FdBudget) -> EntryWatch {
+        EntryWatch {
+            dir: dir.to_path_buf(),
+            budget,
+            kept: None,
+        }
+    }
+
+    /// Slots held now and entries refused so far: what
+    /// [`EntrySlots::in_use`] and [`EntrySlots::rejections`] of an observer
+    /// answer.
+    pub fn read(&mut self) -> Result<(u32, u64), EntryError> {
+        match self.read_kept() {
+            Ok(Some(r)) => Ok(r),
+            Ok(None) | Err(_) => {
+                self.kept = None;
+                let seen = EntrySlots::observe(&self.dir, 1);
+                Ok((seen.in_use()?, seen.rejections()?))
+            }
+        }
+    }
+
+    /// Descriptors kept now.
+    pub fn open_files(&self) -> usize {
+        self.kept
+            .as_ref()
+            .map_or(0, |w| 1 + w.slots.len() + usize::from(w.counter.is_some()))
+    }
+
+    /// `Ok(None)`: nothing to keep (no directory, no budget).
+    fn read_kept(&mut self) -> Result<Option<(u32, u64)>, EntryError> {
+        if !self
+            .kept
+            .as_ref()
+            .is_some_and(|w| w.listed.unchanged(&*w.dir))
+        {
+            self.kept = None;
+            self.kept = self.list()?;
+        }
+        let Some(w) = self.kept.as_mut() else {
+            return Ok(None);
+        };
+        let mut held = 0;
+        for (path, f) in &w.slots {
+            if try_lock(f, path)? {
+                flock(f, libc::LOCK_UN).map_err(io_err("unlocking", path))?;
+            } else {
+                held += 1;
+            }
+        }
+        let rejections = match &w.counter {
+            _ if !w.has_counter => 0,
+            Some((f, stamp, n)) if stamp.unchanged(&**f) => *n,
+            _ => {
+                w.counter = None;
+                let path = self.dir.join("rejections");
+                let mut f = File::open(&path).map_err(io_err("opening", &path))?;
+                // Taken before reading: a change while reading changes it.
+                let stamp = Stamp::of(&f).map_err(io_err("reading", &path))?;
+                let n = read_counter(&mut f, &path)?;
+                // The shared lock goes with the descriptor's open file.
+                flock(&f, libc::LOCK_UN).map_err(io_err("unlocking", &path))?;
+                if let Ok(k) = self.budget.keep(f) {
+                    w.counter = Some((k, stamp, n));
+                }
+                n
+            }
+        };
+        Ok(Some((held, rejections)))
+    }
+
+    fn list(&self) -> Result<Option<Watched>, EntryError> {
+        let dir = match File::open(&self.dir) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err("opening", &self.dir)(e)),
+        };
+        // Taken before listing: a change while listing changes it.
+        let listed = Stamp::of(&dir).map_err(io_err("reading", &self.dir))?;
+        let Ok(dir) = self.budget.keep(dir) else {
+            return Ok(None);
+        };
+        let mut w = Watched {
+            dir,
+            listed,
+            slots: Vec::new(),
+            has_counter: false,
+            counter: None,
+        };
+        for entry in std::fs::read_dir(&self.dir).map_err(io_err("listing", &self.dir))? {
+            let entry = entry.map_err(io_err("listing", &self.dir))?;
+            let name = entry.file_name();
+            if name == "rejections" {
+                w.has_counter = true;
+            }
+            if !is_slot(&name) {
+                continue;
+            }
+            let path = entry.path();
+            let file = match File::open(&path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io_err("opening", &path)(e)),
+            };
+            let Ok(file) = self.budget.keep(file) else {
+                return Ok(None);
+            };
+            w.slots.push((path, file));
+        }
+        Ok(Some(w))
     }
 }
 
@@ -192,20 +360,7 @@ impl EntrySlots {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
             Err(e) => return Err(io_err("opening", &path)(e)),
         };
-        flock(&f, libc::LOCK_SH).map_err(io_err("locking", &path))?;
-        let mut text = String::new();
-        f.read_to_string(&mut text)
-            .map_err(io_err("reading", &path))?;
-        if text.trim().is_empty() {
-            // Created by a first rejection that has not written yet.
-            return Ok(0);
-        }
-        text.trim().parse().map_err(|_| {
-            io_err("parsing", &path)(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("not a count: {text:?}"),
-            ))
-        })
+        read_counter(&mut f, &path)
     }
 
     /// Slots held right now, probed with a non-blocking lock on each
@@ -220,12 +375,7 @@ impl EntrySlots {
         };
         for entry in entries {
             let entry = entry.map_err(io_err("listing", &self.dir))?;
-            let name = entry.file_name();
-            let is_slot = name
-                .to_str()
-                .and_then(|n| n.strip_prefix("slot."))
-                .is_some_and(|i| i.parse::<u32>().is_ok());
-            if !is_slot {
+            if !is_slot(&entry.file_name()) {
                 continue;
             }
             let path = entry.path();
@@ -262,6 +412,57 @@ mod tests {
         drop(held);
         assert_eq!(seen.in_use().unwrap(), 1);
         assert_eq!(seen.rejections().unwrap(), 1);
+    }
+
+    /// A watch answers what an observer answers, before and after its
+    /// kept listing and counter settle, and within its budget or beyond it.
+    #[test]
+    fn a_watch_reads_what_an_observer_reads() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("ep");
+        let budget = FdBudget::new(10);
+        let mut watch = EntryWatch::new(&dir, budget.clone());
+        assert_eq!(watch.read().unwrap(), (0, 0), "no directory yet");
+        assert_eq!(watch.open_files(), 0);
+        let slots = EntrySlots::open(&dir, 2).unwrap();
+        let a = slots.try_acquire().unwrap();
+        assert_eq!(watch.read().unwrap(), (1, 0));
+        let b = slots.try_acquire().unwrap();
+        assert!(slots.try_acquire().is_err());
+        assert_eq!(watch.read().unwrap(), (2, 1));
+        assert_eq!(watch.open_files(), 4, "directory, 2 slots, counter");
+        assert_eq!(budget.available(), 6);
+        drop(a);
+        assert_eq!(watch.read().unwrap(), (1, 1));
+        let a = slots.try_acquire().unwrap();
+        assert_eq!(watch.read().unwrap(), (2, 1), "the probe frees nothing");
+        drop(a);
+        // Settled: the kept listing and counter are trusted, and still
+        // follow a rejection (written in place) and a slot freed.
+        std::thread::sleep(crate::kept::SETTLE + std::time::Duration::from_millis(100));
+        assert_eq!(watch.read().unwrap(), (1, 1));
+        let a = slots.try_acquire().unwrap();
+        assert!(slots.try_acquire().is_err());
+        assert_eq!(watch.read().unwrap(), (2, 2));
+        drop((a, b));
+        assert_eq!(watch.read().unwrap(), (0, 2));
+        assert_eq!(
+            slots.try_acquire().map(|g| g.slot() < 2).ok(),
+            Some(true),
+            "a probed slot can be taken"
+        );
+        // Beyond the budget: read as an observer reads, nothing kept.
+        let small = FdBudget::new(2);
+        let mut partial = EntryWatch::new(&dir, small.clone());
+        let _held = slots.try_acquire().unwrap();
+        assert_eq!(partial.read().unwrap(), (1, 2));
+        assert_eq!((partial.open_files(), small.available()), (0, 2));
+        // The directory removed (the tenant went down): zero, nothing kept.
+        drop(slots);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(watch.read().unwrap(), (0, 0));
+        assert_eq!(watch.open_files(), 0);
+        assert_eq!(budget.available(), 10);
     }
 
     #[test]

@@ -4,11 +4,10 @@
 use crate::backend::{Controller, Kind};
 use crate::cgroup::TenantCgroup;
 use crate::error::{CgroupError, Result};
+use crate::kept::{FdBudget, KeptFile};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Resource use so far (counters since the cgroup was created, and current
@@ -213,68 +212,9 @@ fn pread_small(f: &std::fs::File) -> std::io::Result<String> {
     String::from_utf8(out).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
-/// How many descriptors the [`CgroupReader`]s sharing it may keep open
-/// together. Beyond it, a reader opens (and closes) the files it could not
-/// keep at every reading, as [`TenantCgroup::usage_and_faults`] does.
-#[derive(Debug, Clone)]
-pub struct FdBudget(Arc<AtomicUsize>);
-
-impl FdBudget {
-    pub fn new(descriptors: usize) -> FdBudget {
-        FdBudget(Arc::new(AtomicUsize::new(descriptors)))
-    }
-
-    /// Raises this process's soft `RLIMIT_NOFILE` towards its hard limit
-    /// (to at most [`NOFILE_WANTED`], never lowering it) and budgets three
-    /// quarters of the soft limit: the rest is left to everything else the
-    /// process opens. A limit that cannot be read budgets nothing.
-    pub fn from_nofile_limit() -> FdBudget {
-        use nix::sys::resource::{getrlimit, setrlimit, Resource};
-        let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
-            return FdBudget::new(0);
-        };
-        let want = hard.min(NOFILE_WANTED).max(soft);
-        let soft = if want > soft && setrlimit(Resource::RLIMIT_NOFILE, want, hard).is_ok() {
-            want
-        } else {
-            soft
-        };
-        FdBudget::new(usize::try_from(soft / 4 * 3).unwrap_or(usize::MAX))
-    }
-
-    /// Descriptors that may still be kept.
-    pub fn available(&self) -> usize {
-        self.0.load(Ordering::Relaxed)
-    }
-
-    fn take(&self) -> bool {
-        self.0
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-            .is_ok()
-    }
-}
-
-/// The soft `RLIMIT_NOFILE` [`FdBudget::from_nofile_limit`] raises to, if
-/// the hard limit allows: enough for 4,000 v1 tenants' counter files,
-/// without handing a million to the commands the process starts.
-pub const NOFILE_WANTED: u64 = 65536;
-
-/// A descriptor counted in an [`FdBudget`], given back when closed.
-#[derive(Debug)]
-struct KeptFd {
-    file: std::fs::File,
-    budget: FdBudget,
-}
-
-impl Drop for KeptFd {
-    fn drop(&mut self) {
-        self.budget.0.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
 #[derive(Debug)]
 enum Kept {
-    Open(KeptFd),
+    Open(KeptFile),
     /// Not there when last looked for (an optional file: `io.stat` without
     /// the io controller, a `_recursive` blkio file of an old kernel).
     Missing(Instant),
@@ -363,7 +303,7 @@ impl Files for KeptFiles<'_> {
         if let Some(i) = at {
             match &kept[i].2 {
                 Kept::Open(fd) => {
-                    return match pread_small(&fd.file) {
+                    return match pread_small(fd) {
                         Ok(text) => Ok(Some(text)),
                         Err(e) => {
                             if e.raw_os_error() == Some(libc::ENODEV) {
@@ -385,11 +325,7 @@ impl Files for KeptFiles<'_> {
         };
         let text =
             pread_small(&file).map_err(|e| CgroupError::io("reading", self.path(c, name), e))?;
-        if self.budget.take() {
-            let fd = KeptFd {
-                file,
-                budget: self.budget.clone(),
-            };
+        if let Ok(fd) = self.budget.keep(file) {
             kept.push((c, name.to_string(), Kept::Open(fd)));
         }
         Ok(Some(text))
