@@ -21,15 +21,20 @@ pub struct FdBudget(Arc<AtomicUsize>);
 /// handing a million to the commands the process starts.
 pub const NOFILE_WANTED: u64 = 65536;
 
+/// Descriptors [`FdBudget::from_nofile_limit`] leaves to the rest of the
+/// process (its database, sockets, alert commands' pipes, the files read
+/// without being kept).
+pub const NOFILE_RESERVE: u64 = 1024;
+
 impl FdBudget {
     pub fn new(descriptors: usize) -> FdBudget {
         FdBudget(Arc::new(AtomicUsize::new(descriptors)))
     }
 
     /// Raises this process's soft `RLIMIT_NOFILE` towards its hard limit
-    /// (to at most [`NOFILE_WANTED`], never lowering it) and budgets three
-    /// quarters of the soft limit: the rest is left to everything else the
-    /// process opens. A limit that cannot be read budgets nothing.
+    /// (to at most [`NOFILE_WANTED`], never lowering it) and budgets all of
+    /// the soft limit but [`NOFILE_RESERVE`], which is left to everything
+    /// else the process opens. A limit that cannot be read budgets nothing.
     pub fn from_nofile_limit() -> FdBudget {
         use nix::sys::resource::{getrlimit, setrlimit, Resource};
         let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
@@ -41,7 +46,7 @@ impl FdBudget {
         } else {
             soft
         };
-        FdBudget::new(usize::try_from(soft / 4 * 3).unwrap_or(usize::MAX))
+        FdBudget::new(usize::try_from(soft.saturating_sub(NOFILE_RESERVE)).unwrap_or(usize::MAX))
     }
 
     /// Descriptors that may still be kept.

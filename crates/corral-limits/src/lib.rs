@@ -29,7 +29,7 @@ pub use cgroup::{open_self_entry, TenantCgroup, KILL_TIMEOUT, RMDIR_TIMEOUT};
 pub use device::DeviceId;
 pub use entry::{EntryError, EntryGuard, EntrySlots, EntryWatch};
 pub use error::{CgroupError, LimitError, Problem, Result};
-pub use kept::{FdBudget, KeptFile, Stamp, NOFILE_WANTED};
+pub use kept::{FdBudget, KeptFile, Stamp, NOFILE_RESERVE, NOFILE_WANTED};
 pub use spec::{IoLimits, Limits, Rlimits, KEYS};
 pub use stats::{CgroupReader, Faults, Usage};
 pub use value::format_size;
