@@ -111,6 +111,16 @@ fn is_slot(name: &std::ffi::OsStr) -> bool {
         .is_some_and(|i| i.parse::<u32>().is_ok())
 }
 
+/// A slot file found by listing; `None` if removed since (the tenant went
+/// down).
+fn open_listed(path: &Path) -> Result<Option<File>, EntryError> {
+    match File::open(path) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err("opening", path)(e)),
+    }
+}
+
 /// The rejection counter's value, read under a shared lock from offset 0.
 fn read_counter(f: &mut File, path: &Path) -> Result<u64, EntryError> {
     flock(f, libc::LOCK_SH).map_err(io_err("locking", path))?;
@@ -256,10 +266,8 @@ impl EntryWatch {
                 continue;
             }
             let path = entry.path();
-            let file = match File::open(&path) {
-                Ok(f) => f,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(io_err("opening", &path)(e)),
+            let Some(file) = open_listed(&path)? else {
+                continue;
             };
             let Ok(file) = self.budget.keep(file) else {
                 return Ok(None);
@@ -379,11 +387,8 @@ impl EntrySlots {
                 continue;
             }
             let path = entry.path();
-            let file = match File::open(&path) {
-                Ok(f) => f,
-                // Removed since the listing (the tenant went down).
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(io_err("opening", &path)(e)),
+            let Some(file) = open_listed(&path)? else {
+                continue;
             };
             if !try_lock(&file, &path)? {
                 held += 1;
