@@ -7,10 +7,10 @@
 //! so it serves `corral metrics serve` and `corral metrics dump` as well as
 //! the history collector (`corral daemon`, cmd/history.rs). What it keeps between scrapes: the cgroup backend of each
 //! cgroup parent (detecting it parses /proc/self/mountinfo, which grows with
-//! every tenant's namespace mounts), each running tenant's cgroup counter
-//! files, open ([`CgroupReader`]: re-read with one `pread` each, within an
-//! [`FdBudget`] of the process's descriptor limit), and the
-//! `corral_scrape_errors_total` counter.
+//! every tenant's namespace mounts), each running tenant's files, open
+//! ([`KeptTenant`]: state, limits, a pidfd of its init, cgroup counters,
+//! entry slots, within an [`FdBudget`] of the process's descriptor limit),
+//! and the `corral_scrape_errors_total` counter.
 //!
 //! Two encodings of the same metrics ([`Format`]): OpenMetrics, what the
 //! client writes and what Prometheus asks for first, and the classic text
@@ -171,7 +171,7 @@ const PARALLEL_FROM: usize = 64;
 impl Exporter {
     /// Also raises the process's soft descriptor limit
     /// ([`FdBudget::from_nofile_limit`]): the exporter keeps every running
-    /// tenant's cgroup files open (10 on cgroup v1, 6 on v2).
+    /// tenant's files open (18 on cgroup v1 with 4 entry slot files).
     pub fn new(layout: Layout) -> Exporter {
         let threads = std::thread::available_parallelism()
             .map(|n| n.get())
