@@ -139,12 +139,62 @@ fn read_counter(f: &mut File, path: &Path) -> Result<u64, EntryError> {
     })
 }
 
+/// Every `flock` lock held on the machine, read from /proc/locks in one go:
+/// the (device, inode) of each file locked for writing, as a held entry slot
+/// is. One read per round stands for a lock probe (a lock and an unlock) of
+/// every slot of every tenant ([`EntryWatch::read`]).
+#[derive(Debug, Default)]
+pub struct HeldLocks(std::collections::HashSet<(u64, u64)>);
+
+/// The inode of the initial pid namespace (`PROC_PID_INIT_INO`).
+const INIT_PID_NS: &str = "pid:[4026531836]";
+
+impl HeldLocks {
+    /// `None` where /proc/locks does not show every lock: it leaves out
+    /// the locks of processes outside the reader's pid namespace unless that
+    /// is the initial one.
+    pub fn read() -> Option<HeldLocks> {
+        let ns = std::fs::read_link("/proc/self/ns/pid").ok()?;
+        if ns.as_os_str() != INIT_PID_NS {
+            return None;
+        }
+        Some(HeldLocks::parse(
+            &std::fs::read_to_string("/proc/locks").ok()?,
+        ))
+    }
+
+    /// "1: FLOCK  ADVISORY  WRITE 1117 fe:00:9980132 0 EOF" lines (device
+    /// major and minor in hex); a waiter ("3: -> FLOCK ...") holds nothing.
+    fn parse(text: &str) -> HeldLocks {
+        let held = text
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let [_, "FLOCK", _, "WRITE", _, id, ..] = f.as_slice() else {
+                    return None;
+                };
+                let mut it = id.split(':');
+                let major = u32::from_str_radix(it.next()?, 16).ok()?;
+                let minor = u32::from_str_radix(it.next()?, 16).ok()?;
+                let ino = it.next()?.parse().ok()?;
+                Some((libc::makedev(major, minor), ino))
+            })
+            .collect();
+        HeldLocks(held)
+    }
+
+    fn holds(&self, dev: u64, ino: u64) -> bool {
+        self.0.contains(&(dev, ino))
+    }
+}
+
 /// [`EntrySlots::observe`]'s readings for a reader that comes back every few
 /// seconds (the history collector, `/metrics`): the directory, its slot
 /// files and the counter stay open, within an [`FdBudget`]. The directory is
 /// listed again only when it changed, the counter read again only when it
-/// changed ([`Stamp`]), and each slot is probed with a lock and an unlock on
-/// its kept descriptor: no path lookup, open or close per reading. Whatever
+/// changed ([`Stamp`]), and each slot is looked up in [`HeldLocks`] or, without
+/// them, probed with a lock and an unlock on its kept descriptor: no path
+/// lookup, open or close per reading. Whatever
 /// cannot be kept (no budget left, no directory yet, an error) is read as an
 /// observer reads it.
 #[derive(Debug)]
@@ -159,7 +209,8 @@ struct Watched {
     dir: KeptFile,
     /// The directory's stamp when it was listed.
     listed: Stamp,
-    slots: Vec<(PathBuf, KeptFile)>,
+    /// Path, descriptor, device and inode.
+    slots: Vec<(PathBuf, KeptFile, u64, u64)>,
     /// The listing had a `rejections` file.
     has_counter: bool,
     /// The counter, its stamp and its value when last read.
@@ -177,9 +228,10 @@ impl EntryWatch {
 
     /// Slots held now and entries refused so far: what
     /// [`EntrySlots::in_use`] and [`EntrySlots::rejections`] of an observer
-    /// answer.
-    pub fn read(&mut self) -> Result<(u32, u64), EntryError> {
-        match self.read_kept() {
+    /// answer. `held`: the locks held now ([`HeldLocks::read`]); without
+    /// them each slot is probed.
+    pub fn read(&mut self, held: Option<&HeldLocks>) -> Result<(u32, u64), EntryError> {
+        match self.read_kept(held) {
             Ok(Some(r)) => Ok(r),
             Ok(None) | Err(_) => {
                 self.kept = None;
@@ -197,7 +249,7 @@ impl EntryWatch {
     }
 
     /// `Ok(None)`: nothing to keep (no directory, no budget).
-    fn read_kept(&mut self) -> Result<Option<(u32, u64)>, EntryError> {
+    fn read_kept(&mut self, locks: Option<&HeldLocks>) -> Result<Option<(u32, u64)>, EntryError> {
         if !self
             .kept
             .as_ref()
@@ -210,8 +262,10 @@ impl EntryWatch {
             return Ok(None);
         };
         let mut held = 0;
-        for (path, f) in &w.slots {
-            if try_lock(f, path)? {
+        for (path, f, dev, ino) in &w.slots {
+            if let Some(locks) = locks {
+                held += u32::from(locks.holds(*dev, *ino));
+            } else if try_lock(f, path)? {
                 flock(f, libc::LOCK_UN).map_err(io_err("unlocking", path))?;
             } else {
                 held += 1;
@@ -269,10 +323,11 @@ impl EntryWatch {
             let Some(file) = open_listed(&path)? else {
                 continue;
             };
+            let st = Stamp::of(&file).map_err(io_err("reading", &path))?;
             let Ok(file) = self.budget.keep(file) else {
                 return Ok(None);
             };
-            w.slots.push((path, file));
+            w.slots.push((path, file, st.dev(), st.ino()));
         }
         Ok(Some(w))
     }
@@ -427,30 +482,30 @@ mod tests {
         let dir = t.path().join("ep");
         let budget = FdBudget::new(10);
         let mut watch = EntryWatch::new(&dir, budget.clone());
-        assert_eq!(watch.read().unwrap(), (0, 0), "no directory yet");
+        assert_eq!(watch.read(None).unwrap(), (0, 0), "no directory yet");
         assert_eq!(watch.open_files(), 0);
         let slots = EntrySlots::open(&dir, 2).unwrap();
         let a = slots.try_acquire().unwrap();
-        assert_eq!(watch.read().unwrap(), (1, 0));
+        assert_eq!(watch.read(None).unwrap(), (1, 0));
         let b = slots.try_acquire().unwrap();
         assert!(slots.try_acquire().is_err());
-        assert_eq!(watch.read().unwrap(), (2, 1));
+        assert_eq!(watch.read(None).unwrap(), (2, 1));
         assert_eq!(watch.open_files(), 4, "directory, 2 slots, counter");
         assert_eq!(budget.available(), 6);
         drop(a);
-        assert_eq!(watch.read().unwrap(), (1, 1));
+        assert_eq!(watch.read(None).unwrap(), (1, 1));
         let a = slots.try_acquire().unwrap();
-        assert_eq!(watch.read().unwrap(), (2, 1), "the probe frees nothing");
+        assert_eq!(watch.read(None).unwrap(), (2, 1), "the probe frees nothing");
         drop(a);
         // Settled: the kept listing and counter are trusted, and still
         // follow a rejection (written in place) and a slot freed.
         std::thread::sleep(crate::kept::SETTLE + std::time::Duration::from_millis(100));
-        assert_eq!(watch.read().unwrap(), (1, 1));
+        assert_eq!(watch.read(None).unwrap(), (1, 1));
         let a = slots.try_acquire().unwrap();
         assert!(slots.try_acquire().is_err());
-        assert_eq!(watch.read().unwrap(), (2, 2));
+        assert_eq!(watch.read(None).unwrap(), (2, 2));
         drop((a, b));
-        assert_eq!(watch.read().unwrap(), (0, 2));
+        assert_eq!(watch.read(None).unwrap(), (0, 2));
         assert_eq!(
             slots.try_acquire().map(|g| g.slot() < 2).ok(),
             Some(true),
@@ -460,14 +515,49 @@ mod tests {
         let small = FdBudget::new(2);
         let mut partial = EntryWatch::new(&dir, small.clone());
         let _held = slots.try_acquire().unwrap();
-        assert_eq!(partial.read().unwrap(), (1, 2));
+        assert_eq!(partial.read(None).unwrap(), (1, 2));
         assert_eq!((partial.open_files(), small.available()), (0, 2));
         // The directory removed (the tenant went down): zero, nothing kept.
         drop(slots);
         std::fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(watch.read().unwrap(), (0, 0));
+        assert_eq!(watch.read(None).unwrap(), (0, 0));
         assert_eq!(watch.open_files(), 0);
         assert_eq!(budget.available(), 10);
+    }
+
+    /// /proc/locks answers what probing each slot answers.
+    #[test]
+    fn held_locks_count_the_slots_probing_counts() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("ep");
+        let slots = EntrySlots::open(&dir, 3).unwrap();
+        let a = slots.try_acquire().unwrap();
+        let _b = slots.try_acquire().unwrap();
+        let mut watch = EntryWatch::new(&dir, FdBudget::new(10));
+        assert_eq!(watch.read(None).unwrap(), (2, 0));
+        // This project's test machines run in the initial pid namespace.
+        let locks = HeldLocks::read().expect("/proc/locks in the initial pid namespace");
+        assert_eq!(watch.read(Some(&locks)).unwrap(), (2, 0));
+        drop(a);
+        let locks = HeldLocks::read().unwrap();
+        assert_eq!(watch.read(Some(&locks)).unwrap(), (1, 0));
+        assert_eq!(watch.read(None).unwrap(), (1, 0));
+    }
+
+    #[test]
+    fn proc_locks_lines_are_parsed() {
+        let text = "1: POSIX  ADVISORY  WRITE 17848 fe:00:24 0 EOF\n\
+                    2: FLOCK  ADVISORY  WRITE 11195 00:2c:9805825 0 EOF\n\
+                    3: FLOCK  ADVISORY  READ 1117 fe:00:77 0 EOF\n\
+                    4: FLOCK  ADVISORY  WRITE 1117 fe:01:9980132 0 EOF\n\
+                    4: -> FLOCK  ADVISORY  WRITE 10279 fe:00:5 0 EOF\n";
+        let held = HeldLocks::parse(text);
+        assert!(held.holds(libc::makedev(0, 0x2c), 9805825));
+        assert!(held.holds(libc::makedev(0xfe, 1), 9980132));
+        assert!(!held.holds(libc::makedev(0xfe, 0), 24), "POSIX");
+        assert!(!held.holds(libc::makedev(0xfe, 0), 77), "shared");
+        assert!(!held.holds(libc::makedev(0xfe, 0), 5), "a waiter");
+        assert_eq!(held.0.len(), 2);
     }
 
     #[test]

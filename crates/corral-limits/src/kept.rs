@@ -100,6 +100,7 @@ pub(crate) const SETTLE: Duration = Duration::from_secs(2);
 /// over it) change the stamp.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stamp {
+    dev: u64,
     ino: u64,
     size: i64,
     mtime: (i64, i64),
@@ -113,12 +114,22 @@ impl Stamp {
     pub fn of(file: &impl AsFd) -> std::io::Result<Stamp> {
         let st = nix::sys::stat::fstat(file.as_fd().as_raw_fd())?;
         Ok(Stamp {
+            dev: st.st_dev,
             ino: st.st_ino,
             size: st.st_size,
             mtime: (st.st_mtime, st.st_mtime_nsec),
             ctime: (st.st_ctime, st.st_ctime_nsec),
             linked: st.st_nlink > 0,
         })
+    }
+
+    /// The file's device.
+    pub fn dev(&self) -> u64 {
+        self.dev
+    }
+
+    pub fn ino(&self) -> u64 {
+        self.ino
     }
 
     /// Last changed long enough ago for the next change to show.

@@ -27,7 +27,7 @@ pub use apply::{Step, CPU_PERIOD_US};
 pub use backend::{Backend, Controller, Kind, DEFAULT_PARENT};
 pub use cgroup::{open_self_entry, TenantCgroup, KILL_TIMEOUT, RMDIR_TIMEOUT};
 pub use device::DeviceId;
-pub use entry::{EntryError, EntryGuard, EntrySlots, EntryWatch};
+pub use entry::{EntryError, EntryGuard, EntrySlots, EntryWatch, HeldLocks};
 pub use error::{CgroupError, LimitError, Problem, Result};
 pub use kept::{FdBudget, KeptFile, Stamp, NOFILE_RESERVE, NOFILE_WANTED};
 pub use spec::{IoLimits, Limits, Rlimits, KEYS};

@@ -19,8 +19,8 @@
 //! under their `_total` names. docs/metrics.md lists every metric.
 
 use corral_limits::{
-    Backend, CgroupReader, EntryWatch, Faults, FdBudget, KeptFile, Limits, Stamp, TenantCgroup,
-    Usage,
+    Backend, CgroupReader, EntryWatch, Faults, FdBudget, HeldLocks, KeptFile, Limits, Stamp,
+    TenantCgroup, Usage,
 };
 use corral_sandbox::state::TenantState;
 use corral_sandbox::InitWatch;
@@ -195,15 +195,18 @@ impl Exporter {
         let start = Instant::now();
         let names = self.layout.list()?;
         let reading = self.readings.fetch_add(1, Ordering::Relaxed) + 1;
+        // One read of /proc/locks for every tenant's entry slots.
+        let locks = HeldLocks::read();
+        let locks = locks.as_ref();
         let mut snap = Snapshot::default();
         let parts = if names.len() < PARALLEL_FROM || self.threads < 2 {
-            vec![self.read_tenants(&names, reading)]
+            vec![self.read_tenants(&names, reading, locks)]
         } else {
             let chunk = names.len().div_ceil(self.threads);
             std::thread::scope(|s| {
                 let handles: Vec<_> = names
                     .chunks(chunk)
-                    .map(|part| s.spawn(move || self.read_tenants(part, reading)))
+                    .map(|part| s.spawn(move || self.read_tenants(part, reading, locks)))
                     .collect();
                 handles
                     .into_iter()
@@ -222,12 +225,17 @@ impl Exporter {
         Ok(snap)
     }
 
-    fn read_tenants(&self, names: &[String], reading: u64) -> (Vec<TenantSample>, Vec<String>) {
+    fn read_tenants(
+        &self,
+        names: &[String],
+        reading: u64,
+        locks: Option<&HeldLocks>,
+    ) -> (Vec<TenantSample>, Vec<String>) {
         let mut errors = Vec::new();
         let samples = names
             .iter()
             .map(|t| {
-                self.read_tenant(t, reading, &mut |what: String| {
+                self.read_tenant(t, reading, locks, &mut |what: String| {
                     errors.push(format!("{t}: {what}"))
                 })
             })
@@ -253,6 +261,7 @@ impl Exporter {
         &self,
         tenant: &str,
         reading: u64,
+        locks: Option<&HeldLocks>,
         error: &mut dyn FnMut(String),
     ) -> TenantSample {
         let mut s = TenantSample {
@@ -336,7 +345,7 @@ impl Exporter {
             let watch = kept
                 .entry
                 .get_or_insert_with(|| EntryWatch::new(&dir.entry(), self.budget.clone()));
-            match watch.read() {
+            match watch.read(locks) {
                 Ok(e) => s.entry = Some(e),
                 Err(e) => failures.push(e.to_string()),
             }
