@@ -215,6 +215,26 @@ struct Watched {
     has_counter: bool,
     /// The counter, its stamp and its value when last read.
     counter: Option<(KeptFile, Stamp, u64)>,
+    /// /proc/locks was seen to name a lock taken here on a slot by the
+    /// device and inode `fstat` gives (not so on every filesystem: overlayfs
+    /// reports another inode): until then the slots are probed.
+    locks_agree: bool,
+}
+
+impl Watched {
+    /// Takes the first free slot's lock, reads /proc/locks and lets go:
+    /// whether it names the slot's device and inode. No free slot: not yet.
+    fn locks_agree(slots: &[(PathBuf, KeptFile, u64, u64)]) -> Result<bool, EntryError> {
+        for (path, f, dev, ino) in slots {
+            if !try_lock(f, path)? {
+                continue;
+            }
+            let seen = HeldLocks::read().is_some_and(|l| l.holds(*dev, *ino));
+            flock(f, libc::LOCK_UN).map_err(io_err("unlocking", path))?;
+            return Ok(seen);
+        }
+        Ok(false)
+    }
 }
 
 impl EntryWatch {
@@ -261,6 +281,10 @@ impl EntryWatch {
         let Some(w) = self.kept.as_mut() else {
             return Ok(None);
         };
+        if locks.is_some() && !w.locks_agree {
+            w.locks_agree = Watched::locks_agree(&w.slots)?;
+        }
+        let locks = locks.filter(|_| w.locks_agree);
         let mut held = 0;
         for (path, f, dev, ino) in &w.slots {
             if let Some(locks) = locks {
@@ -309,6 +333,7 @@ impl EntryWatch {
             slots: Vec::new(),
             has_counter: false,
             counter: None,
+            locks_agree: false,
         };
         for entry in std::fs::read_dir(&self.dir).map_err(io_err("listing", &self.dir))? {
             let entry = entry.map_err(io_err("listing", &self.dir))?;
@@ -538,10 +563,21 @@ mod tests {
         // This project's test machines run in the initial pid namespace.
         let locks = HeldLocks::read().expect("/proc/locks in the initial pid namespace");
         assert_eq!(watch.read(Some(&locks)).unwrap(), (2, 0));
+        assert!(
+            !watch.kept.as_ref().unwrap().locks_agree,
+            "every slot held: /proc/locks is not checked yet, the slots are probed"
+        );
         drop(a);
         let locks = HeldLocks::read().unwrap();
         assert_eq!(watch.read(Some(&locks)).unwrap(), (1, 0));
-        assert_eq!(watch.read(None).unwrap(), (1, 0));
+        assert!(
+            watch.kept.as_ref().unwrap().locks_agree,
+            "/proc/locks names the slot by the device and inode fstat gives"
+        );
+        let _a = slots.try_acquire().unwrap();
+        let locks = HeldLocks::read().unwrap();
+        assert_eq!(watch.read(Some(&locks)).unwrap(), (2, 0));
+        assert_eq!(watch.read(None).unwrap(), (2, 0), "probing agrees");
     }
 
     #[test]
