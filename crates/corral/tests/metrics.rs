@@ -119,6 +119,24 @@ fn series(name: &str, tenant: &str) -> String {
     format!("{name}{{tenant=\"{tenant}\"}}")
 }
 
+/// `corral metrics serve` on a free loopback port, answering; its log in `dir`.
+fn serve(env: &Env, dir: &Path) -> (Server, u16) {
+    let port = free_port();
+    let mut cmd = env.cmd();
+    cmd.args(["metrics", "serve", "--listen", &format!("127.0.0.1:{port}")]);
+    let mut corral = Server::start("corral metrics serve", cmd, &dir.join("corral.log"));
+    let ready = wait_until(Duration::from_secs(10), || {
+        corral.assert_running();
+        get(port, "/metrics", None).is_ok_and(|(s, _, _)| s == 200)
+    });
+    assert!(
+        ready,
+        "corral metrics serve did not answer:\n{}",
+        corral.log()
+    );
+    (corral, port)
+}
+
 fn up_and_burn(env: &Env) {
     env.default_profile_with("");
     env.ok(&["up", T1]);
@@ -226,19 +244,7 @@ fn prometheus_scrapes_the_endpoint_and_its_api_returns_the_tenants_series() {
         .tempdir_in("/var/tmp")
         .unwrap();
 
-    let port = free_port();
-    let mut cmd = env.cmd();
-    cmd.args(["metrics", "serve", "--listen", &format!("127.0.0.1:{port}")]);
-    let mut corral = Server::start("corral metrics serve", cmd, &dir.path().join("corral.log"));
-    let ready = wait_until(Duration::from_secs(10), || {
-        corral.assert_running();
-        get(port, "/metrics", None).is_ok_and(|(s, _, _)| s == 200)
-    });
-    assert!(
-        ready,
-        "corral metrics serve did not answer:\n{}",
-        corral.log()
-    );
+    let (mut corral, port) = serve(&env, dir.path());
 
     // What the endpoint says, by the client's Accept header.
     let (status, head, body) = get(port, "/metrics", None).unwrap();
@@ -342,19 +348,7 @@ fn serve_follows_a_tenant_taken_down_and_up_again() {
     let env = Env::new();
     up_and_burn(&env);
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let mut cmd = env.cmd();
-    cmd.args(["metrics", "serve", "--listen", &format!("127.0.0.1:{port}")]);
-    let mut corral = Server::start("corral metrics serve", cmd, &dir.path().join("corral.log"));
-    let ready = wait_until(Duration::from_secs(10), || {
-        corral.assert_running();
-        get(port, "/metrics", None).is_ok_and(|(s, _, _)| s == 200)
-    });
-    assert!(
-        ready,
-        "corral metrics serve did not answer:\n{}",
-        corral.log()
-    );
+    let (mut corral, port) = serve(&env, dir.path());
     let scrape = || {
         let (status, _, body) = get(port, "/metrics", None).unwrap();
         assert_eq!(status, 200);
