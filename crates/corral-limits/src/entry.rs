@@ -13,6 +13,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::kept::{FdBudget, KeptFile, Stamp};
+
 #[derive(Debug, thiserror::Error)]
 pub enum EntryError {
     #[error("all {limit} entry process slots are in use")]
@@ -99,6 +101,260 @@ fn try_lock(file: &File, path: &Path) -> Result<bool, EntryError> {
         Ok(()) => Ok(true),
         Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(false),
         Err(e) => Err(io_err("locking", path)(e)),
+    }
+}
+
+/// `slot.<N>`.
+fn is_slot(name: &std::ffi::OsStr) -> bool {
+    name.to_str()
+        .and_then(|n| n.strip_prefix("slot."))
+        .is_some_and(|i| i.parse::<u32>().is_ok())
+}
+
+/// A slot file found by listing; `None` if removed since (the tenant went
+/// down).
+fn open_listed(path: &Path) -> Result<Option<File>, EntryError> {
+    match File::open(path) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err("opening", path)(e)),
+    }
+}
+
+/// The rejection counter's value, read under a shared lock from offset 0.
+fn read_counter(f: &mut File, path: &Path) -> Result<u64, EntryError> {
+    flock(f, libc::LOCK_SH).map_err(io_err("locking", path))?;
+    let mut text = String::new();
+    f.read_to_string(&mut text)
+        .map_err(io_err("reading", path))?;
+    if text.trim().is_empty() {
+        // Created by a first rejection that has not written yet.
+        return Ok(0);
+    }
+    text.trim().parse().map_err(|_| {
+        io_err("parsing", path)(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("not a count: {text:?}"),
+        ))
+    })
+}
+
+/// Every `flock` lock held on the machine, read from /proc/locks in one go:
+/// the (device, inode) of each file locked for writing, as a held entry slot
+/// is. One read per round stands for a lock probe (a lock and an unlock) of
+/// every slot of every tenant ([`EntryWatch::read`]).
+#[derive(Debug, Default)]
+pub struct HeldLocks(std::collections::HashSet<(u64, u64)>);
+
+/// The inode of the initial pid namespace (`PROC_PID_INIT_INO`).
+const INIT_PID_NS: &str = "pid:[4026531836]";
+
+impl HeldLocks {
+    /// `None` where /proc/locks does not show every lock: it leaves out
+    /// the locks of processes outside the reader's pid namespace unless that
+    /// is the initial one.
+    pub fn read() -> Option<HeldLocks> {
+        let ns = std::fs::read_link("/proc/self/ns/pid").ok()?;
+        if ns.as_os_str() != INIT_PID_NS {
+            return None;
+        }
+        Some(HeldLocks::parse(
+            &std::fs::read_to_string("/proc/locks").ok()?,
+        ))
+    }
+
+    /// "1: FLOCK  ADVISORY  WRITE 1117 fe:00:9980132 0 EOF" lines (device
+    /// major and minor in hex); a waiter ("3: -> FLOCK ...") holds nothing.
+    fn parse(text: &str) -> HeldLocks {
+        let held = text
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let [_, "FLOCK", _, "WRITE", _, id, ..] = f.as_slice() else {
+                    return None;
+                };
+                let mut it = id.split(':');
+                let major = u32::from_str_radix(it.next()?, 16).ok()?;
+                let minor = u32::from_str_radix(it.next()?, 16).ok()?;
+                let ino = it.next()?.parse().ok()?;
+                Some((libc::makedev(major, minor), ino))
+            })
+            .collect();
+        HeldLocks(held)
+    }
+
+    fn holds(&self, dev: u64, ino: u64) -> bool {
+        self.0.contains(&(dev, ino))
+    }
+}
+
+/// [`EntrySlots::observe`]'s readings for a reader that comes back every few
+/// seconds (the history collector, `/metrics`): the directory, its slot
+/// files and the counter stay open, within an [`FdBudget`]. The directory is
+/// listed again only when it changed, the counter read again only when it
+/// changed ([`Stamp`]), and each slot is looked up in [`HeldLocks`] or, without
+/// them, probed with a lock and an unlock on its kept descriptor: no path
+/// lookup, open or close per reading. Whatever
+/// cannot be kept (no budget left, no directory yet, an error) is read as an
+/// observer reads it.
+#[derive(Debug)]
+pub struct EntryWatch {
+    dir: PathBuf,
+    budget: FdBudget,
+    kept: Option<Watched>,
+}
+
+#[derive(Debug)]
+struct Watched {
+    dir: KeptFile,
+    /// The directory's stamp when it was listed.
+    listed: Stamp,
+    /// Path, descriptor, device and inode.
+    slots: Vec<(PathBuf, KeptFile, u64, u64)>,
+    /// The listing had a `rejections` file.
+    has_counter: bool,
+    /// The counter, its stamp and its value when last read.
+    counter: Option<(KeptFile, Stamp, u64)>,
+    /// /proc/locks was seen to name a lock taken here on a slot by the
+    /// device and inode `fstat` gives (not so on every filesystem: overlayfs
+    /// reports another inode): until then the slots are probed.
+    locks_agree: bool,
+}
+
+impl Watched {
+    /// Takes the first free slot's lock, reads /proc/locks and lets go:
+    /// whether it names the slot's device and inode. No free slot: not yet.
+    fn locks_agree(slots: &[(PathBuf, KeptFile, u64, u64)]) -> Result<bool, EntryError> {
+        for (path, f, dev, ino) in slots {
+            if !try_lock(f, path)? {
+                continue;
+            }
+            let seen = HeldLocks::read().is_some_and(|l| l.holds(*dev, *ino));
+            flock(f, libc::LOCK_UN).map_err(io_err("unlocking", path))?;
+            return Ok(seen);
+        }
+        Ok(false)
+    }
+}
+
+impl EntryWatch {
+    pub fn new(dir: &Path, budget: FdBudget) -> EntryWatch {
+        EntryWatch {
+            dir: dir.to_path_buf(),
+            budget,
+            kept: None,
+        }
+    }
+
+    /// Slots held now and entries refused so far: what
+    /// [`EntrySlots::in_use`] and [`EntrySlots::rejections`] of an observer
+    /// answer. `held`: the locks held now ([`HeldLocks::read`]); without
+    /// them each slot is probed.
+    pub fn read(&mut self, held: Option<&HeldLocks>) -> Result<(u32, u64), EntryError> {
+        match self.read_kept(held) {
+            Ok(Some(r)) => Ok(r),
+            Ok(None) | Err(_) => {
+                self.kept = None;
+                let seen = EntrySlots::observe(&self.dir, 1);
+                Ok((seen.in_use()?, seen.rejections()?))
+            }
+        }
+    }
+
+    /// Descriptors kept now.
+    pub fn open_files(&self) -> usize {
+        self.kept
+            .as_ref()
+            .map_or(0, |w| 1 + w.slots.len() + usize::from(w.counter.is_some()))
+    }
+
+    /// `Ok(None)`: nothing to keep (no directory, no budget).
+    fn read_kept(&mut self, locks: Option<&HeldLocks>) -> Result<Option<(u32, u64)>, EntryError> {
+        if !self
+            .kept
+            .as_ref()
+            .is_some_and(|w| w.listed.unchanged(&*w.dir))
+        {
+            self.kept = None;
+            self.kept = self.list()?;
+        }
+        let Some(w) = self.kept.as_mut() else {
+            return Ok(None);
+        };
+        if locks.is_some() && !w.locks_agree {
+            w.locks_agree = Watched::locks_agree(&w.slots)?;
+        }
+        let locks = locks.filter(|_| w.locks_agree);
+        let mut held = 0;
+        for (path, f, dev, ino) in &w.slots {
+            if let Some(locks) = locks {
+                held += u32::from(locks.holds(*dev, *ino));
+            } else if try_lock(f, path)? {
+                flock(f, libc::LOCK_UN).map_err(io_err("unlocking", path))?;
+            } else {
+                held += 1;
+            }
+        }
+        let rejections = match &w.counter {
+            _ if !w.has_counter => 0,
+            Some((f, stamp, n)) if stamp.unchanged(&**f) => *n,
+            _ => {
+                w.counter = None;
+                let path = self.dir.join("rejections");
+                let mut f = File::open(&path).map_err(io_err("opening", &path))?;
+                // Taken before reading: a change while reading changes it.
+                let stamp = Stamp::of(&f).map_err(io_err("reading", &path))?;
+                let n = read_counter(&mut f, &path)?;
+                // The shared lock goes with the descriptor's open file.
+                flock(&f, libc::LOCK_UN).map_err(io_err("unlocking", &path))?;
+                if let Ok(k) = self.budget.keep(f) {
+                    w.counter = Some((k, stamp, n));
+                }
+                n
+            }
+        };
+        Ok(Some((held, rejections)))
+    }
+
+    fn list(&self) -> Result<Option<Watched>, EntryError> {
+        let dir = match File::open(&self.dir) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err("opening", &self.dir)(e)),
+        };
+        // Taken before listing: a change while listing changes it.
+        let listed = Stamp::of(&dir).map_err(io_err("reading", &self.dir))?;
+        let Ok(dir) = self.budget.keep(dir) else {
+            return Ok(None);
+        };
+        let mut w = Watched {
+            dir,
+            listed,
+            slots: Vec::new(),
+            has_counter: false,
+            counter: None,
+            locks_agree: false,
+        };
+        for entry in std::fs::read_dir(&self.dir).map_err(io_err("listing", &self.dir))? {
+            let entry = entry.map_err(io_err("listing", &self.dir))?;
+            let name = entry.file_name();
+            if name == "rejections" {
+                w.has_counter = true;
+            }
+            if !is_slot(&name) {
+                continue;
+            }
+            let path = entry.path();
+            let Some(file) = open_listed(&path)? else {
+                continue;
+            };
+            let st = Stamp::of(&file).map_err(io_err("reading", &path))?;
+            let Ok(file) = self.budget.keep(file) else {
+                return Ok(None);
+            };
+            w.slots.push((path, file, st.dev(), st.ino()));
+        }
+        Ok(Some(w))
     }
 }
 
@@ -192,20 +448,7 @@ impl EntrySlots {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
             Err(e) => return Err(io_err("opening", &path)(e)),
         };
-        flock(&f, libc::LOCK_SH).map_err(io_err("locking", &path))?;
-        let mut text = String::new();
-        f.read_to_string(&mut text)
-            .map_err(io_err("reading", &path))?;
-        if text.trim().is_empty() {
-            // Created by a first rejection that has not written yet.
-            return Ok(0);
-        }
-        text.trim().parse().map_err(|_| {
-            io_err("parsing", &path)(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("not a count: {text:?}"),
-            ))
-        })
+        read_counter(&mut f, &path)
     }
 
     /// Slots held right now, probed with a non-blocking lock on each
@@ -220,20 +463,12 @@ impl EntrySlots {
         };
         for entry in entries {
             let entry = entry.map_err(io_err("listing", &self.dir))?;
-            let name = entry.file_name();
-            let is_slot = name
-                .to_str()
-                .and_then(|n| n.strip_prefix("slot."))
-                .is_some_and(|i| i.parse::<u32>().is_ok());
-            if !is_slot {
+            if !is_slot(&entry.file_name()) {
                 continue;
             }
             let path = entry.path();
-            let file = match File::open(&path) {
-                Ok(f) => f,
-                // Removed since the listing (the tenant went down).
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(io_err("opening", &path)(e)),
+            let Some(file) = open_listed(&path)? else {
+                continue;
             };
             if !try_lock(&file, &path)? {
                 held += 1;
@@ -262,6 +497,103 @@ mod tests {
         drop(held);
         assert_eq!(seen.in_use().unwrap(), 1);
         assert_eq!(seen.rejections().unwrap(), 1);
+    }
+
+    /// A watch answers what an observer answers, before and after its
+    /// kept listing and counter settle, and within its budget or beyond it.
+    #[test]
+    fn a_watch_reads_what_an_observer_reads() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("ep");
+        let budget = FdBudget::new(10);
+        let mut watch = EntryWatch::new(&dir, budget.clone());
+        assert_eq!(watch.read(None).unwrap(), (0, 0), "no directory yet");
+        assert_eq!(watch.open_files(), 0);
+        let slots = EntrySlots::open(&dir, 2).unwrap();
+        let a = slots.try_acquire().unwrap();
+        assert_eq!(watch.read(None).unwrap(), (1, 0));
+        let b = slots.try_acquire().unwrap();
+        assert!(slots.try_acquire().is_err());
+        assert_eq!(watch.read(None).unwrap(), (2, 1));
+        assert_eq!(watch.open_files(), 4, "directory, 2 slots, counter");
+        assert_eq!(budget.available(), 6);
+        drop(a);
+        assert_eq!(watch.read(None).unwrap(), (1, 1));
+        let a = slots.try_acquire().unwrap();
+        assert_eq!(watch.read(None).unwrap(), (2, 1), "the probe frees nothing");
+        drop(a);
+        // Settled: the kept listing and counter are trusted, and still
+        // follow a rejection (written in place) and a slot freed.
+        std::thread::sleep(crate::kept::SETTLE + std::time::Duration::from_millis(100));
+        assert_eq!(watch.read(None).unwrap(), (1, 1));
+        let a = slots.try_acquire().unwrap();
+        assert!(slots.try_acquire().is_err());
+        assert_eq!(watch.read(None).unwrap(), (2, 2));
+        drop((a, b));
+        assert_eq!(watch.read(None).unwrap(), (0, 2));
+        assert_eq!(
+            slots.try_acquire().map(|g| g.slot() < 2).ok(),
+            Some(true),
+            "a probed slot can be taken"
+        );
+        // Beyond the budget: read as an observer reads, nothing kept.
+        let small = FdBudget::new(2);
+        let mut partial = EntryWatch::new(&dir, small.clone());
+        let _held = slots.try_acquire().unwrap();
+        assert_eq!(partial.read(None).unwrap(), (1, 2));
+        assert_eq!((partial.open_files(), small.available()), (0, 2));
+        // The directory removed (the tenant went down): zero, nothing kept.
+        drop(slots);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(watch.read(None).unwrap(), (0, 0));
+        assert_eq!(watch.open_files(), 0);
+        assert_eq!(budget.available(), 10);
+    }
+
+    /// /proc/locks answers what probing each slot answers.
+    #[test]
+    fn held_locks_count_the_slots_probing_counts() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("ep");
+        let slots = EntrySlots::open(&dir, 3).unwrap();
+        let a = slots.try_acquire().unwrap();
+        let _b = slots.try_acquire().unwrap();
+        let mut watch = EntryWatch::new(&dir, FdBudget::new(10));
+        assert_eq!(watch.read(None).unwrap(), (2, 0));
+        // This project's test machines run in the initial pid namespace.
+        let locks = HeldLocks::read().expect("/proc/locks in the initial pid namespace");
+        assert_eq!(watch.read(Some(&locks)).unwrap(), (2, 0));
+        assert!(
+            !watch.kept.as_ref().unwrap().locks_agree,
+            "every slot held: /proc/locks is not checked yet, the slots are probed"
+        );
+        drop(a);
+        let locks = HeldLocks::read().unwrap();
+        assert_eq!(watch.read(Some(&locks)).unwrap(), (1, 0));
+        assert!(
+            watch.kept.as_ref().unwrap().locks_agree,
+            "/proc/locks names the slot by the device and inode fstat gives"
+        );
+        let _a = slots.try_acquire().unwrap();
+        let locks = HeldLocks::read().unwrap();
+        assert_eq!(watch.read(Some(&locks)).unwrap(), (2, 0));
+        assert_eq!(watch.read(None).unwrap(), (2, 0), "probing agrees");
+    }
+
+    #[test]
+    fn proc_locks_lines_are_parsed() {
+        let text = "1: POSIX  ADVISORY  WRITE 17848 fe:00:24 0 EOF\n\
+                    2: FLOCK  ADVISORY  WRITE 11195 00:2c:9805825 0 EOF\n\
+                    3: FLOCK  ADVISORY  READ 1117 fe:00:77 0 EOF\n\
+                    4: FLOCK  ADVISORY  WRITE 1117 fe:01:9980132 0 EOF\n\
+                    4: -> FLOCK  ADVISORY  WRITE 10279 fe:00:5 0 EOF\n";
+        let held = HeldLocks::parse(text);
+        assert!(held.holds(libc::makedev(0, 0x2c), 9805825));
+        assert!(held.holds(libc::makedev(0xfe, 1), 9980132));
+        assert!(!held.holds(libc::makedev(0xfe, 0), 24), "POSIX");
+        assert!(!held.holds(libc::makedev(0xfe, 0), 77), "shared");
+        assert!(!held.holds(libc::makedev(0xfe, 0), 5), "a waiter");
+        assert_eq!(held.0.len(), 2);
     }
 
     #[test]

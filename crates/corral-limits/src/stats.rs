@@ -4,9 +4,11 @@
 use crate::backend::{Controller, Kind};
 use crate::cgroup::TenantCgroup;
 use crate::error::{CgroupError, Result};
+use crate::kept::{FdBudget, KeptFile};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// Resource use so far (counters since the cgroup was created, and current
 /// memory and process counts).
@@ -125,10 +127,10 @@ impl Files for ByPath<'_> {
     }
 }
 
-/// Reads relative to descriptors of the cgroup's directories, each opened
-/// once, when first needed: on cgroupfs looking up a file's whole path costs
-/// more than reading it (kernfs revalidates every component), which is what
-/// an exporter reading every tenant's dozen files pays most for.
+/// Opens files relative to descriptors of the cgroup's directories, each
+/// directory opened once, when first needed: on cgroupfs looking up a
+/// file's whole path costs more than reading it (kernfs revalidates every
+/// component).
 struct ByDir<'a> {
     cg: &'a TenantCgroup,
     /// (hierarchy directory, its descriptor once opened).
@@ -161,49 +163,175 @@ impl<'a> ByDir<'a> {
         })?;
         Ok((dir, cell.get_or_init(|| f)))
     }
-}
 
-/// Reads a small file without the fstat and lseek of `read_to_string`.
-fn read_small(f: &mut std::fs::File) -> std::io::Result<String> {
-    use std::io::Read;
-    let mut buf = [0u8; 4096];
-    let mut out = Vec::new();
-    loop {
-        match f.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    String::from_utf8(out).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
-}
-
-impl Files for ByDir<'_> {
-    fn read(&self, c: Controller, name: &str) -> Result<Option<String>> {
+    /// Opens a controller's file; `Ok(None)` if it is not there. A missing
+    /// directory is [`CgroupError::NotFound`].
+    fn open(&self, c: Controller, name: &str) -> Result<Option<std::fs::File>> {
         use nix::fcntl::{openat, OFlag};
         use std::os::fd::{AsRawFd, FromRawFd};
         let (dir, fd) = self.dir(c)?;
-        let path = || dir.join(name);
-        let raw = match openat(
+        match openat(
             Some(fd.as_raw_fd()),
             name,
             OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
             nix::sys::stat::Mode::empty(),
         ) {
-            Ok(raw) => raw,
-            Err(nix::errno::Errno::ENOENT) => return Ok(None),
-            Err(e) => return Err(CgroupError::io("opening", path(), e.into())),
+            // SAFETY: `raw` was just returned by openat and is owned by
+            // nothing else; the File closes it.
+            Ok(raw) => Ok(Some(unsafe { std::fs::File::from_raw_fd(raw) })),
+            Err(nix::errno::Errno::ENOENT) => Ok(None),
+            Err(e) => Err(CgroupError::io("opening", dir.join(name), e.into())),
+        }
+    }
+}
+
+/// Reads a small file from offset 0 with `pread`, so that a descriptor kept
+/// open reads the current contents every time (cgroupfs and procfs files
+/// are generated anew by a read at offset 0). One `pread` for a file that
+/// fits in the buffer: a read shorter than asked for is the end (kernfs
+/// hands out a generated file whole, up to the size asked for).
+fn pread_small(f: &std::fs::File) -> std::io::Result<String> {
+    use std::os::unix::fs::FileExt;
+    let mut out = vec![0u8; 4096];
+    let mut len = 0;
+    loop {
+        match f.read_at(&mut out[len..], len as u64) {
+            Ok(0) => break,
+            Ok(n) => {
+                len += n;
+                if len < out.len() {
+                    break;
+                }
+                out.resize(out.len() * 2, 0);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    out.truncate(len);
+    String::from_utf8(out).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+#[derive(Debug)]
+enum Kept {
+    Open(KeptFile),
+    /// Not there when last looked for (an optional file: `io.stat` without
+    /// the io controller, a `_recursive` blkio file of an old kernel).
+    Missing(Instant),
+}
+
+/// How long a missing optional file is taken as missing before it is looked
+/// for again (a controller enabled later shows up within this time).
+const MISSING_RECHECK: Duration = Duration::from_secs(30);
+
+/// A tenant's cgroup counter files kept open between readings, each read
+/// again with one `pread` at offset 0: no path lookup, `open` or `close`
+/// per reading, which is most of what reading a cgroupfs file costs (issue
+/// 16: the history collector and `/metrics` read every tenant every few
+/// seconds). Only the files [`Usage`] and [`Faults`] need are opened.
+///
+/// A cgroup that is removed makes every read of its open files fail with
+/// `ENODEV`, also when a cgroup of the same name is created again: the
+/// reader then drops its descriptors and opens the files anew, once, so a
+/// re-created cgroup is read through new descriptors and a removed one is
+/// [`CgroupError::NotFound`]. Any failed reading drops the descriptors too.
+#[derive(Debug)]
+pub struct CgroupReader {
+    cg: TenantCgroup,
+    budget: FdBudget,
+    kept: Vec<(Controller, String, Kept)>,
+}
+
+impl CgroupReader {
+    pub fn new(cg: TenantCgroup, budget: FdBudget) -> CgroupReader {
+        CgroupReader {
+            cg,
+            budget,
+            kept: Vec::new(),
+        }
+    }
+
+    pub fn cgroup(&self) -> &TenantCgroup {
+        &self.cg
+    }
+
+    /// Descriptors this reader keeps open now.
+    pub fn open_files(&self) -> usize {
+        self.kept
+            .iter()
+            .filter(|(_, _, k)| matches!(k, Kept::Open(_)))
+            .count()
+    }
+
+    /// [`TenantCgroup::usage`] and [`TenantCgroup::faults`] together.
+    pub fn usage_and_faults(&mut self) -> Result<(Usage, Faults)> {
+        let mut attempt = 0;
+        loop {
+            let files = KeptFiles {
+                by_dir: ByDir::new(&self.cg),
+                kept: std::cell::RefCell::new(&mut self.kept),
+                budget: &self.budget,
+                stale: std::cell::Cell::new(false),
+            };
+            let r = usage_in(&self.cg, &files).and_then(|u| Ok((u, faults_in(&self.cg, &files)?)));
+            let stale = files.stale.get();
+            if r.is_err() {
+                self.kept.clear();
+            }
+            attempt += 1;
+            if !stale || attempt == 2 {
+                return r;
+            }
+        }
+    }
+}
+
+/// [`Files`] of a [`CgroupReader`]: kept descriptors, or opened relative to
+/// the directories and kept if the budget allows.
+struct KeptFiles<'a> {
+    by_dir: ByDir<'a>,
+    kept: std::cell::RefCell<&'a mut Vec<(Controller, String, Kept)>>,
+    budget: &'a FdBudget,
+    /// A kept descriptor read `ENODEV`: its cgroup was removed.
+    stale: std::cell::Cell<bool>,
+}
+
+impl Files for KeptFiles<'_> {
+    fn read(&self, c: Controller, name: &str) -> Result<Option<String>> {
+        let mut kept = self.kept.borrow_mut();
+        let at = kept.iter().position(|(kc, kn, _)| *kc == c && kn == name);
+        if let Some(i) = at {
+            match &kept[i].2 {
+                Kept::Open(fd) => {
+                    return match pread_small(fd) {
+                        Ok(text) => Ok(Some(text)),
+                        Err(e) => {
+                            if e.raw_os_error() == Some(libc::ENODEV) {
+                                self.stale.set(true);
+                            }
+                            Err(CgroupError::io("reading", self.path(c, name), e))
+                        }
+                    };
+                }
+                Kept::Missing(since) if since.elapsed() < MISSING_RECHECK => return Ok(None),
+                Kept::Missing(_) => {
+                    kept.swap_remove(i);
+                }
+            }
+        }
+        let Some(file) = self.by_dir.open(c, name)? else {
+            kept.push((c, name.to_string(), Kept::Missing(Instant::now())));
+            return Ok(None);
         };
-        // SAFETY: `raw` was just returned by openat and is owned by nothing
-        // else; the File closes it.
-        let mut file = unsafe { std::fs::File::from_raw_fd(raw) };
-        read_small(&mut file)
-            .map(Some)
-            .map_err(|e| CgroupError::io("reading", path(), e))
+        let text =
+            pread_small(&file).map_err(|e| CgroupError::io("reading", self.path(c, name), e))?;
+        if let Ok(fd) = self.budget.keep(file) {
+            kept.push((c, name.to_string(), Kept::Open(fd)));
+        }
+        Ok(Some(text))
     }
     fn path(&self, c: Controller, name: &str) -> PathBuf {
-        self.cg.file(c, name).unwrap_or_default()
+        self.by_dir.cg.file(c, name).unwrap_or_default()
     }
 }
 
@@ -263,11 +391,11 @@ impl TenantCgroup {
 
     /// [`Self::usage`] and [`Self::faults`] together, reading every file
     /// relative to the cgroup's directories, each opened once: about half the
-    /// cost where many tenants are read at once (`corral metrics`). A cgroup
-    /// directory that is missing is [`CgroupError::NotFound`].
+    /// cost where many tenants are read at once. A cgroup directory that is
+    /// missing is [`CgroupError::NotFound`]. What reads the same cgroup again
+    /// and again keeps its files open: [`CgroupReader`].
     pub fn usage_and_faults(&self) -> Result<(Usage, Faults)> {
-        let files = ByDir::new(self);
-        Ok((usage_in(self, &files)?, faults_in(self, &files)?))
+        CgroupReader::new(self.clone(), FdBudget::new(0)).usage_and_faults()
     }
 }
 

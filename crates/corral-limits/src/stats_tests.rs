@@ -145,6 +145,47 @@ fn v1_usage_and_faults_from_files() {
         (u.clone(), f.clone()),
         "reading by directory descriptors reads the same"
     );
+    // Kept open: the same numbers, then new ones through the same descriptors.
+    let budget = FdBudget::new(100);
+    let mut reader = CgroupReader::new(cg.clone(), budget.clone());
+    assert_eq!(reader.usage_and_faults().unwrap(), (u.clone(), f.clone()));
+    assert_eq!(
+        reader.open_files(),
+        9,
+        "only the files usage and faults need"
+    );
+    assert_eq!(budget.available(), 91);
+    put(&d(Controller::Pids), "pids.current", "7\n");
+    put(&d(Controller::Memory), "memory.failcnt", "52\n");
+    let (u7, f52) = reader.usage_and_faults().unwrap();
+    assert_eq!((u7.processes, f52.memory_max_hits), (7, 52));
+    assert_eq!(reader.open_files(), 9, "none opened again");
+    // Beyond its budget a reader opens the rest at every reading: the first
+    // four files read are kept (cpuacct.usage, memory.usage_in_bytes,
+    // pids.current, blkio...io_service_bytes_recursive), memory.failcnt is not.
+    let small = FdBudget::new(4);
+    let mut partial = CgroupReader::new(cg.clone(), small.clone());
+    assert_eq!(
+        partial.usage_and_faults().unwrap(),
+        (u7.clone(), f52.clone())
+    );
+    assert_eq!((partial.open_files(), small.available()), (4, 0));
+    put(&d(Controller::Pids), "pids.current", "8\n");
+    put(&d(Controller::Memory), "memory.failcnt", "53\n");
+    let (u8_, f53) = partial.usage_and_faults().unwrap();
+    assert_eq!((u8_.processes, f53.memory_max_hits), (8, 53));
+    drop((reader, partial));
+    assert_eq!(
+        (budget.available(), small.available()),
+        (100, 4),
+        "closed descriptors are given back"
+    );
+    // Without the _recursive files (older kernels): the plain ones.
+    fs::remove_file(d(Controller::Blkio).join("blkio.throttle.io_service_bytes_recursive"))
+        .unwrap();
+    let mut reader = CgroupReader::new(cg.clone(), budget.clone());
+    assert_eq!(reader.usage_and_faults().unwrap().0.io_read_bytes, 0);
+    assert_eq!(reader.open_files(), 9);
     let json = serde_json::to_value(&f).unwrap();
     assert_eq!(json["oom_kills"], 1);
     assert_eq!(json["io_throttled"], serde_json::Value::Null);
@@ -189,11 +230,26 @@ fn v2_usage_and_faults_from_files() {
             io_throttled: None,
         }
     );
-    assert_eq!(cg.usage_and_faults().unwrap(), (u, f));
+    assert_eq!(cg.usage_and_faults().unwrap(), (u.clone(), f.clone()));
+    let budget = FdBudget::new(100);
+    let mut reader = CgroupReader::new(cg.clone(), budget.clone());
+    assert_eq!(reader.usage_and_faults().unwrap(), (u, f));
+    assert_eq!(reader.open_files(), 6);
     // Without the io controller, IO usage is zero rather than an error.
     fs::remove_file(dir.join("io.stat")).unwrap();
     assert_eq!(cg.usage().unwrap().io_read_bytes, 0);
     assert_eq!(cg.usage_and_faults().unwrap().0.io_read_bytes, 0);
+    let mut reader = CgroupReader::new(cg.clone(), budget.clone());
+    assert_eq!(reader.usage_and_faults().unwrap().0.io_read_bytes, 0);
+    assert_eq!(
+        reader.open_files(),
+        5,
+        "a missing optional file is not open"
+    );
+    // ... and is looked for again only after MISSING_RECHECK.
+    put(&dir, "io.stat", V2_IO_STAT);
+    assert_eq!(reader.usage_and_faults().unwrap().0.io_read_bytes, 0);
+    fs::remove_file(dir.join("io.stat")).unwrap();
     // A number that is not one names the file and what it holds.
     put(&dir, "memory.current", "max\n");
     let e = cg.usage_and_faults().unwrap_err().to_string();
@@ -207,6 +263,10 @@ fn v2_usage_and_faults_from_files() {
     for e in [
         cg.usage().unwrap_err().to_string(),
         cg.usage_and_faults().unwrap_err().to_string(),
+        CgroupReader::new(cg.clone(), budget.clone())
+            .usage_and_faults()
+            .unwrap_err()
+            .to_string(),
     ] {
         assert!(e.contains("pids.current"), "{e}");
     }

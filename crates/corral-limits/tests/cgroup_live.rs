@@ -342,3 +342,69 @@ fn bad_limits_change_nothing_on_a_live_cgroup() {
     );
     assert_eq!(read_all(), before);
 }
+
+/// `CgroupReader` keeps the counter files open: the counters it reads move
+/// with the cgroup, no file is opened again, and a cgroup removed and made
+/// again under the same name is read through new descriptors (the kernel
+/// answers ENODEV on the old ones), never as the old cgroup's numbers.
+#[test]
+fn kept_reader_follows_counters_and_a_recreated_cgroup() {
+    use corral_limits::{CgroupError, CgroupReader, FdBudget};
+    let host = host_backend();
+    let _s = serial();
+    let parent = TestParent::new(&host);
+    let cg = parent.tenant("kept");
+    let budget = FdBudget::new(64);
+    let mut reader = CgroupReader::new(cg.clone(), budget.clone());
+    let (u0, _) = reader.usage_and_faults().unwrap();
+    assert_eq!(u0.processes, 0);
+    let kept = reader.open_files();
+    // v1: 9 files in 5 hierarchies; v2: 5, or 6 with the io controller.
+    let want = if host.is_v2() { 5..=6 } else { 9..=9 };
+    assert!(want.contains(&kept), "{kept} files kept open");
+    assert_eq!(budget.available(), 64 - kept);
+
+    let mut child = spawn_in(
+        &cg,
+        "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exec sleep 30",
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let u1 = loop {
+        let (u, _) = reader.usage_and_faults().unwrap();
+        if u.cpu_usage_ns > u0.cpu_usage_ns && u.processes == 1 {
+            break u;
+        }
+        assert!(Instant::now() < deadline, "counters did not move: {u:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        reader.open_files(),
+        kept,
+        "the same descriptors, none opened again"
+    );
+
+    // Down and up again between two readings.
+    cg.kill_all().unwrap();
+    child
+        .wait_for(Duration::from_secs(5))
+        .expect("killed child exits");
+    cg.remove().unwrap();
+    let cg = parent.tenant("kept");
+    let (u2, f2) = reader.usage_and_faults().expect("the new cgroup is read");
+    assert_eq!(u2.processes, 0, "not the old cgroup's process: {u2:?}");
+    assert!(u2.cpu_usage_ns < u1.cpu_usage_ns, "{u2:?} after {u1:?}");
+    assert_eq!(f2.pids_max_hits, 0);
+    assert_eq!(reader.open_files(), kept);
+    assert_eq!(
+        budget.available(),
+        64 - kept,
+        "the old descriptors were closed"
+    );
+
+    // Down for good: NotFound, every descriptor given back.
+    cg.remove().unwrap();
+    let e = reader.usage_and_faults().unwrap_err();
+    assert!(matches!(e, CgroupError::NotFound { .. }), "{e}");
+    assert_eq!(reader.open_files(), 0);
+    assert_eq!(budget.available(), 64);
+}

@@ -23,4 +23,4 @@ pub mod state;
 pub mod via_init;
 
 pub use lifecycle::{down, up, SandboxError, UpOptions, UpOutcome};
-pub use state::Layout;
+pub use state::{InitWatch, Layout};

@@ -12,6 +12,7 @@
 //!     entry/        entry-process slots
 //! ```
 
+use corral_limits::{FdBudget, KeptFile};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -181,6 +182,53 @@ impl TenantState {
     }
 }
 
+/// A tenant's init watched through a pidfd, for what asks every few seconds
+/// whether every tenant's init still runs (the history collector,
+/// `/metrics`): one `poll` instead of opening and reading /proc/PID/stat.
+/// The pidfd is counted in an [`FdBudget`].
+#[derive(Debug)]
+pub struct InitWatch(KeptFile);
+
+impl InitWatch {
+    /// The init `st` names, if it runs. The start time is checked after the
+    /// pidfd is opened, so the pidfd is that process's and not a later one's
+    /// with the same pid. `None` also where pidfds are missing (before Linux
+    /// 5.3) or the budget is spent: [`TenantState::init_alive`] then.
+    pub fn open(st: &TenantState, budget: &FdBudget) -> Option<InitWatch> {
+        use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+        // SAFETY: pidfd_open takes a pid and flags and touches no memory.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, st.init_pid, 0) };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: `fd` was just returned by pidfd_open (with O_CLOEXEC, its
+        // default) and is owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+        if !st.init_alive() {
+            return None;
+        }
+        budget.keep(std::fs::File::from(fd)).ok().map(InitWatch)
+    }
+
+    /// The init has not exited. A pidfd turns readable when its process
+    /// exits, zombie or reaped, as [`TenantState::init_alive`] takes a
+    /// zombie for dead.
+    pub fn alive(&self) -> bool {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        use std::os::fd::AsFd;
+        let mut fds = [PollFd::new(self.0.as_fd(), PollFlags::POLLIN)];
+        loop {
+            match poll(&mut fds, PollTimeout::ZERO) {
+                Ok(0) => return true,
+                Ok(_) => return false,
+                Err(nix::errno::Errno::EINTR) => {}
+                // Cannot tell: ask /proc (the caller's fallback).
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
 pub fn now_unix() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -239,6 +287,43 @@ mod tests {
             cgroup_parent: "corral".into(),
             cgroup_dirs: vec![PathBuf::from("/sys/fs/cgroup/corral/t")],
         }
+    }
+
+    #[test]
+    fn an_init_watch_sees_its_process_exit_and_refuses_another() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let mut st = state("w");
+        st.init_pid = child.id() as i32;
+        st.init_start = process_start(st.init_pid).unwrap();
+        let budget = FdBudget::new(4);
+        let watch = InitWatch::open(&st, &budget).expect("a running init");
+        assert!(watch.alive());
+        assert_eq!(budget.available(), 3);
+        // Another process with the pid (a later start time) is not watched.
+        let other = TenantState {
+            init_start: st.init_start + 1,
+            ..st.clone()
+        };
+        assert!(InitWatch::open(&other, &budget).is_none());
+        child.kill().unwrap();
+        // Exited, not reaped yet (a zombie): dead for both.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while watch.alive() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "still alive after SIGKILL"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!st.init_alive());
+        child.wait().unwrap();
+        assert!(!watch.alive());
+        assert!(InitWatch::open(&st, &budget).is_none());
+        drop(watch);
+        assert_eq!(budget.available(), 4);
     }
 
     #[test]

@@ -7,8 +7,10 @@
 //! so it serves `corral metrics serve` and `corral metrics dump` as well as
 //! the history collector (`corral daemon`, cmd/history.rs). What it keeps between scrapes: the cgroup backend of each
 //! cgroup parent (detecting it parses /proc/self/mountinfo, which grows with
-//! every tenant's namespace mounts) and the `corral_scrape_errors_total`
-//! counter.
+//! every tenant's namespace mounts), each running tenant's files, open
+//! ([`KeptTenant`]: state, limits, a pidfd of its init, cgroup counters,
+//! entry slots, within an [`FdBudget`] of the process's descriptor limit),
+//! and the `corral_scrape_errors_total` counter.
 //!
 //! Two encodings of the same metrics ([`Format`]): OpenMetrics, what the
 //! client writes and what Prometheus asks for first, and the classic text
@@ -16,7 +18,12 @@
 //! metrics`, node_exporter's textfile collector), which reads counters only
 //! under their `_total` names. docs/metrics.md lists every metric.
 
-use corral_limits::{Backend, EntrySlots, Faults, Limits, TenantCgroup, Usage};
+use corral_limits::{
+    Backend, CgroupReader, EntryWatch, Faults, FdBudget, HeldLocks, KeptFile, Limits, Stamp,
+    TenantCgroup, Usage,
+};
+use corral_sandbox::state::TenantState;
+use corral_sandbox::InitWatch;
 use corral_sandbox::Layout;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -26,6 +33,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -94,12 +102,76 @@ pub struct Exporter {
     scrape_errors: Counter,
     /// Threads reading tenants in parallel (1: in the caller's thread).
     threads: usize,
+    /// What is kept open of each running tenant, by tenant.
+    kept: Mutex<HashMap<String, KeptTenant>>,
+    /// Shared by everything kept.
+    budget: FdBudget,
+    /// Readings so far: what the last reading did not use is dropped.
+    readings: AtomicU64,
+}
+
+/// What the exporter keeps of a running tenant between readings: its
+/// state.json, a pidfd of its init, its limits.json, its cgroup counter
+/// files and its entry slots, open. A reading then costs one `fstat` per
+/// JSON file (read and parsed again only when it changed), one `poll`, one
+/// `pread` per cgroup file and a lock probe per slot: no path lookup, `open`
+/// or `close`. It is for one run of the sandbox: a sandbox taken down or
+/// rebuilt writes a new state.json (or removes it), and everything kept of
+/// the old run goes, so a re-created cgroup is never read through the old
+/// run's descriptors.
+#[derive(Debug)]
+struct KeptTenant {
+    state: KeptJson<TenantState>,
+    init: Option<InitWatch>,
+    limits: Option<KeptJson<Limits>>,
+    cgroup: Option<CgroupReader>,
+    entry: Option<EntryWatch>,
+    /// The last reading that used it.
+    reading: u64,
+}
+
+/// A JSON file kept open with what it held when parsed.
+#[derive(Debug)]
+struct KeptJson<T> {
+    /// `None`: the budget is spent; read again every time.
+    file: Option<KeptFile>,
+    stamp: Stamp,
+    value: T,
+}
+
+impl<T: serde::de::DeserializeOwned> KeptJson<T> {
+    /// Reads and parses `path`, keeping it open if the budget allows. JSON
+    /// that does not parse is `InvalidData`.
+    fn load(path: &std::path::Path, budget: &FdBudget) -> std::io::Result<KeptJson<T>> {
+        use std::io::Read;
+        let mut f = std::fs::File::open(path)?;
+        // Taken before reading: a change while reading changes it.
+        let stamp = Stamp::of(&f)?;
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf)?;
+        let value = serde_json::from_slice(&buf)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        Ok(KeptJson {
+            file: budget.keep(f).ok(),
+            stamp,
+            value,
+        })
+    }
+
+    fn unchanged(&self) -> bool {
+        self.file
+            .as_ref()
+            .is_some_and(|f| self.stamp.unchanged(&**f))
+    }
 }
 
 /// Below this many tenants one thread reads them all.
 const PARALLEL_FROM: usize = 64;
 
 impl Exporter {
+    /// Also raises the process's soft descriptor limit
+    /// ([`FdBudget::from_nofile_limit`]): the exporter keeps every running
+    /// tenant's files open (18 on cgroup v1 with 4 entry slot files).
     pub fn new(layout: Layout) -> Exporter {
         let threads = std::thread::available_parallelism()
             .map(|n| n.get())
@@ -110,6 +182,9 @@ impl Exporter {
             backends: Mutex::new(HashMap::new()),
             scrape_errors: Counter::default(),
             threads,
+            kept: Mutex::new(HashMap::new()),
+            budget: FdBudget::from_nofile_limit(),
+            readings: AtomicU64::new(0),
         }
     }
 
@@ -119,15 +194,19 @@ impl Exporter {
     pub fn collect(&self) -> std::io::Result<Snapshot> {
         let start = Instant::now();
         let names = self.layout.list()?;
+        let reading = self.readings.fetch_add(1, Ordering::Relaxed) + 1;
+        // One read of /proc/locks for every tenant's entry slots.
+        let locks = HeldLocks::read();
+        let locks = locks.as_ref();
         let mut snap = Snapshot::default();
         let parts = if names.len() < PARALLEL_FROM || self.threads < 2 {
-            vec![self.read_tenants(&names)]
+            vec![self.read_tenants(&names, reading, locks)]
         } else {
             let chunk = names.len().div_ceil(self.threads);
             std::thread::scope(|s| {
                 let handles: Vec<_> = names
                     .chunks(chunk)
-                    .map(|part| s.spawn(move || self.read_tenants(part)))
+                    .map(|part| s.spawn(move || self.read_tenants(part, reading, locks)))
                     .collect();
                 handles
                     .into_iter()
@@ -139,18 +218,33 @@ impl Exporter {
             snap.tenants.extend(tenants);
             snap.errors.extend(errors);
         }
+        // The files of tenants that are gone (or down) are closed.
+        self.lock_kept().retain(|_, k| k.reading == reading);
         self.scrape_errors.inc_by(snap.errors.len() as u64);
         snap.took = start.elapsed();
         Ok(snap)
     }
 
-    fn read_tenants(&self, names: &[String]) -> (Vec<TenantSample>, Vec<String>) {
+    fn read_tenants(
+        &self,
+        names: &[String],
+        reading: u64,
+        locks: Option<&HeldLocks>,
+    ) -> (Vec<TenantSample>, Vec<String>) {
         let mut errors = Vec::new();
         let samples = names
             .iter()
-            .map(|t| self.read_tenant(t, &mut |what: String| errors.push(format!("{t}: {what}"))))
+            .map(|t| {
+                self.read_tenant(t, reading, locks, &mut |what: String| {
+                    errors.push(format!("{t}: {what}"))
+                })
+            })
             .collect();
         (samples, errors)
+    }
+
+    fn lock_kept(&self) -> std::sync::MutexGuard<'_, HashMap<String, KeptTenant>> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn backend(&self, parent: &str) -> corral_limits::Result<Backend> {
@@ -163,56 +257,107 @@ impl Exporter {
         Ok(b)
     }
 
-    fn read_tenant(&self, tenant: &str, error: &mut dyn FnMut(String)) -> TenantSample {
+    fn read_tenant(
+        &self,
+        tenant: &str,
+        reading: u64,
+        locks: Option<&HeldLocks>,
+        error: &mut dyn FnMut(String),
+    ) -> TenantSample {
         let mut s = TenantSample {
             tenant: tenant.to_string(),
             ..Default::default()
         };
         let dir = self.layout.tenant(tenant);
-        let st = match dir.read_state() {
-            Ok(Some(st)) if st.init_alive() => st,
-            // Not written yet, left damaged by a crash (read as dead, like
-            // `up` and `run` do), or its init is gone: down, not an error.
-            Ok(_) => return s,
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return s,
-            // Removed by `corral down` since the listing.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return s,
-            Err(e) => {
-                error(format!("reading {}: {e}", dir.state().display()));
-                return s;
-            }
-        };
-        s.up = true;
-        s.created_unix = Some(st.created_unix);
-        // A tenant that goes down while it is read is down, not an error.
-        let mut failed = |what: String| {
-            if st.init_alive() {
-                error(what);
-            }
-        };
-        match std::fs::read(dir.limits()) {
-            Ok(b) => match serde_json::from_slice::<Limits>(&b) {
-                Ok(l) => s.limits = Some(l),
-                Err(e) => failed(format!("{}: {e}", dir.limits().display())),
+        let kept = self.lock_kept().remove(tenant);
+        let mut kept = match kept {
+            Some(k) if k.state.unchanged() => k,
+            _ => match KeptJson::<TenantState>::load(&dir.state(), &self.budget) {
+                Ok(state) => KeptTenant {
+                    init: InitWatch::open(&state.value, &self.budget),
+                    state,
+                    limits: None,
+                    cgroup: None,
+                    entry: None,
+                    reading,
+                },
+                // Not written yet, left damaged by a crash (read as dead,
+                // like `up` and `run` do), or removed by `corral down`
+                // since the listing: down, not an error.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::InvalidData | std::io::ErrorKind::NotFound
+                    ) =>
+                {
+                    return s
+                }
+                Err(e) => {
+                    error(format!("reading {}: {e}", dir.state().display()));
+                    return s;
+                }
             },
-            Err(e) => failed(format!("reading {}: {e}", dir.limits().display())),
+        };
+        // A pidfd that turned readable is an init that exited; /proc
+        // answers where there is no pidfd (or poll failed).
+        let alive = |k: &KeptTenant| {
+            k.init.as_ref().is_some_and(InitWatch::alive) || k.state.value.init_alive()
+        };
+        if !alive(&kept) {
+            return s;
         }
-        if let Some(name) = st.cgroup.as_deref() {
-            match self
-                .backend(&st.cgroup_parent)
-                .and_then(|b| TenantCgroup::named(&b, name)?.usage_and_faults())
-            {
-                Ok((u, f)) => (s.usage, s.faults) = (Some(u), Some(f)),
-                Err(e) => failed(e.to_string()),
+        s.up = true;
+        s.created_unix = Some(kept.state.value.created_unix);
+        let mut failures = Vec::new();
+        if !kept.limits.as_ref().is_some_and(KeptJson::unchanged) {
+            kept.limits = None;
+            let path = dir.limits();
+            match KeptJson::<Limits>::load(&path, &self.budget) {
+                Ok(l) => kept.limits = Some(l),
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    failures.push(format!("{}: {e}", path.display()))
+                }
+                Err(e) => failures.push(format!("reading {}: {e}", path.display())),
             }
         }
-        if let Some(limit) = s.limits.as_ref().and_then(|l| l.entry_processes) {
-            let slots = EntrySlots::observe(&dir.entry(), limit);
-            match slots.in_use().and_then(|n| Ok((n, slots.rejections()?))) {
+        s.limits = kept.limits.as_ref().map(|l| l.value.clone());
+        if let Some(name) = kept.state.value.cgroup.clone() {
+            if kept.cgroup.is_none() {
+                match self
+                    .backend(&kept.state.value.cgroup_parent)
+                    .and_then(|b| TenantCgroup::named(&b, &name))
+                {
+                    Ok(cg) => kept.cgroup = Some(CgroupReader::new(cg, self.budget.clone())),
+                    Err(e) => failures.push(e.to_string()),
+                }
+            }
+            if let Some(reader) = kept.cgroup.as_mut() {
+                match reader.usage_and_faults() {
+                    Ok((u, f)) => (s.usage, s.faults) = (Some(u), Some(f)),
+                    Err(e) => {
+                        failures.push(e.to_string());
+                        kept.cgroup = None;
+                    }
+                }
+            }
+        }
+        if s.limits.as_ref().and_then(|l| l.entry_processes).is_some() {
+            let watch = kept
+                .entry
+                .get_or_insert_with(|| EntryWatch::new(&dir.entry(), self.budget.clone()));
+            match watch.read(locks) {
                 Ok(e) => s.entry = Some(e),
-                Err(e) => failed(e.to_string()),
+                Err(e) => failures.push(e.to_string()),
             }
+        } else {
+            kept.entry = None;
         }
+        // A tenant that goes down while it is read is down, not an error.
+        if !failures.is_empty() && alive(&kept) {
+            failures.into_iter().for_each(&mut *error);
+        }
+        kept.reading = reading;
+        self.lock_kept().insert(tenant.to_string(), kept);
         s
     }
 
@@ -482,6 +627,7 @@ pub fn openmetrics_to_text(om: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use corral_limits::EntrySlots;
     use corral_sandbox::state::{process_start, write_atomic, TenantState};
 
     fn state(tenant: &str, pid: i32, start: u64, cgroup: Option<&str>) -> TenantState {
@@ -602,6 +748,53 @@ mod tests {
         // The error counter keeps counting across scrapes.
         let (text, _) = exporter.render(Format::Text).unwrap();
         assert_eq!(sample(&text, "corral_scrape_errors_total"), Some("2"));
+    }
+
+    /// What the exporter keeps open follows the files: a limits.json or
+    /// state.json replaced (`limits set`, a sandbox rebuilt) is read anew at
+    /// the next reading, and a tenant that went down keeps nothing open.
+    #[test]
+    fn what_is_kept_follows_the_tenants_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path());
+        let me = std::process::id() as i32;
+        let start = process_start(me).unwrap();
+        let limits = |processes| Limits {
+            processes: Some(processes),
+            entry_processes: Some(2),
+            ..Default::default()
+        };
+        write(&layout, &state("t", me, start, None), Some(&limits(10)));
+        let slots = EntrySlots::open(&layout.tenant("t").entry(), 2).unwrap();
+        let _held = slots.try_acquire().unwrap();
+        let exporter = Exporter::new(layout.clone());
+        let budget = exporter.budget.available();
+        let read = |e: &Exporter| e.collect().unwrap().tenants.remove(0);
+        let t = read(&exporter);
+        assert!(t.up);
+        assert_eq!(t.limits.unwrap().processes, Some(10));
+        assert_eq!(t.entry, Some((1, 0)));
+        let kept = budget - exporter.budget.available();
+        // state.json, the pidfd, limits.json, the entry directory and a slot.
+        assert!(kept >= 4, "{kept} kept");
+        write(&layout, &state("t", me, start, None), Some(&limits(20)));
+        assert_eq!(read(&exporter).limits.unwrap().processes, Some(20));
+        let mut rebuilt = state("t", me, start, None);
+        rebuilt.created_unix += 60;
+        write(&layout, &rebuilt, None);
+        assert_eq!(read(&exporter).created_unix, Some(1_700_000_060));
+        assert_eq!(
+            budget - exporter.budget.available(),
+            kept,
+            "the old run's files closed"
+        );
+        std::fs::remove_dir_all(layout.tenant("t").dir).unwrap();
+        exporter.collect().unwrap();
+        assert_eq!(
+            exporter.budget.available(),
+            budget,
+            "a tenant gone keeps nothing"
+        );
     }
 
     #[test]

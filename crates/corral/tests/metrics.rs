@@ -119,6 +119,24 @@ fn series(name: &str, tenant: &str) -> String {
     format!("{name}{{tenant=\"{tenant}\"}}")
 }
 
+/// `corral metrics serve` on a free loopback port, answering; its log in `dir`.
+fn serve(env: &Env, dir: &Path) -> (Server, u16) {
+    let port = free_port();
+    let mut cmd = env.cmd();
+    cmd.args(["metrics", "serve", "--listen", &format!("127.0.0.1:{port}")]);
+    let mut corral = Server::start("corral metrics serve", cmd, &dir.join("corral.log"));
+    let ready = wait_until(Duration::from_secs(10), || {
+        corral.assert_running();
+        get(port, "/metrics", None).is_ok_and(|(s, _, _)| s == 200)
+    });
+    assert!(
+        ready,
+        "corral metrics serve did not answer:\n{}",
+        corral.log()
+    );
+    (corral, port)
+}
+
 fn up_and_burn(env: &Env) {
     env.default_profile_with("");
     env.ok(&["up", T1]);
@@ -226,19 +244,7 @@ fn prometheus_scrapes_the_endpoint_and_its_api_returns_the_tenants_series() {
         .tempdir_in("/var/tmp")
         .unwrap();
 
-    let port = free_port();
-    let mut cmd = env.cmd();
-    cmd.args(["metrics", "serve", "--listen", &format!("127.0.0.1:{port}")]);
-    let mut corral = Server::start("corral metrics serve", cmd, &dir.path().join("corral.log"));
-    let ready = wait_until(Duration::from_secs(10), || {
-        corral.assert_running();
-        get(port, "/metrics", None).is_ok_and(|(s, _, _)| s == 200)
-    });
-    assert!(
-        ready,
-        "corral metrics serve did not answer:\n{}",
-        corral.log()
-    );
+    let (mut corral, port) = serve(&env, dir.path());
 
     // What the endpoint says, by the client's Accept header.
     let (status, head, body) = get(port, "/metrics", None).unwrap();
@@ -331,4 +337,78 @@ fn prometheus_scrapes_the_endpoint_and_its_api_returns_the_tenants_series() {
     assert_eq!(up["value"][1], "1", "{up}");
     let target_up = query("up{job=\"corral\"}").unwrap();
     assert_eq!(target_up["value"][1], "1", "{target_up}");
+}
+
+/// `corral metrics serve` keeps every tenant's files open between scrapes
+/// (docs/metrics.md, "What a scrape costs"): a tenant taken down and up
+/// again (a new init, a new cgroup of the same name) and given new limits is
+/// read through new files, never the old run's, and its counters keep moving.
+#[test]
+fn serve_follows_a_tenant_taken_down_and_up_again() {
+    let env = Env::new();
+    up_and_burn(&env);
+    let dir = tempfile::tempdir().unwrap();
+    let (mut corral, port) = serve(&env, dir.path());
+    let scrape = || {
+        let (status, _, body) = get(port, "/metrics", None).unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(
+            value(&body, "corral_scrape_errors_total"),
+            Some(0.0),
+            "{body}"
+        );
+        body
+    };
+    let at = |body: &str, name: &str| {
+        value(body, &series(name, T1)).unwrap_or_else(|| panic!("{name} missing:\n{body}"))
+    };
+    let first = scrape();
+    let cpu_first = at(&first, "corral_tenant_cpu_seconds_total");
+    assert!(cpu_first > 0.1, "the burner's CPU time: {cpu_first}");
+    assert_eq!(at(&first, "corral_tenant_processes_limit"), 100.0);
+
+    env.ok(&["down", T1]);
+    let down = scrape();
+    assert_eq!(
+        value(&down, "corral_tenants{state=\"up\"}"),
+        Some(0.0),
+        "{down}"
+    );
+    assert_eq!(
+        value(&down, &series("corral_tenant_cpu_seconds_total", T1)),
+        None
+    );
+
+    env.ok(&["up", T1]);
+    env.ok(&["limits", "set", T1, "processes=50"]);
+    let again = scrape();
+    assert_eq!(at(&again, "corral_tenant_up"), 1.0);
+    assert_eq!(
+        at(&again, "corral_tenant_processes_limit"),
+        50.0,
+        "the new limits.json"
+    );
+    let cpu_again = at(&again, "corral_tenant_cpu_seconds_total");
+    assert!(
+        cpu_again < cpu_first,
+        "the new cgroup counts from zero: {cpu_again} after {cpu_first}"
+    );
+    env.sh(T1, BURN);
+    let burnt = scrape();
+    let cpu_burnt = at(&burnt, "corral_tenant_cpu_seconds_total");
+    assert!(
+        cpu_burnt > cpu_again + 0.05,
+        "counters move through the kept files: {cpu_burnt} after {cpu_again}"
+    );
+    // Down and up again between two scrapes.
+    env.ok(&["down", T1]);
+    env.ok(&["up", T1]);
+    let cycled = scrape();
+    assert_eq!(at(&cycled, "corral_tenant_up"), 1.0);
+    let cpu_cycled = at(&cycled, "corral_tenant_cpu_seconds_total");
+    assert!(
+        cpu_cycled < cpu_burnt,
+        "the new run's cgroup, not the old one's: {cpu_cycled} after {cpu_burnt}"
+    );
+    corral.assert_running();
 }
