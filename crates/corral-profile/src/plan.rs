@@ -139,6 +139,16 @@ pub enum SeccompAction {
     Kill,
 }
 
+impl SeccompAction {
+    /// The name a profile gives it (`action = "errno"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SeccompAction::Errno => "errno",
+            SeccompAction::Kill => "kill",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SeccompPlan {
     pub enabled: bool,

@@ -5,7 +5,7 @@
 
 use crate::doc::quote_key;
 use crate::mounts::{Kind, KINDS};
-use crate::plan::{MountOp, NetMode, Plan, SeccompAction, TmpPlan};
+use crate::plan::{MountOp, NetMode, Plan, TmpPlan};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -87,10 +87,7 @@ pub fn render(plan: &Plan) -> String {
     }
 
     let sc = &plan.seccomp;
-    let action = match sc.action {
-        SeccompAction::Errno => "errno",
-        SeccompAction::Kill => "kill",
-    };
+    let action = sc.action.name();
     out.push_str("\n[seccomp]\n");
     let _ = writeln!(out, "enabled = {}\naction = \"{action}\"", sc.enabled);
     let _ = writeln!(

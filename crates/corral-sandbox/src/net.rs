@@ -333,7 +333,7 @@ pub fn attach(net: &Net, owner: &str, pid: i32) -> Result<Attached, NetError> {
         Err(e) => {
             // What this attach made; an interface of that name on another
             // bridge (another configuration's tenant) stays.
-            if is_port_of(&a.host_if, &bridge) || ifindex(&a.host_if).is_none() {
+            if is_port_of(&a.host_if, &bridge) {
                 detach(&a);
             } else {
                 let _ = std::fs::remove_file(&a.lease);

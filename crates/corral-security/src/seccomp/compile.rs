@@ -110,12 +110,11 @@ enum Leaf {
 /// u32::MAX. Calls with an argument rule never reach the tree: they take
 /// their neighbour's leaf, which keeps the tree small.
 fn ranges(rules: &BTreeMap<i64, Rule>) -> Result<Vec<(u32, Leaf)>, SecurityError> {
-    let known: BTreeMap<u32, ()> = syscalls::all()
-        .map(|(_, nr)| number(nr).map(|n| (n, ())))
+    let known: std::collections::BTreeSet<u32> = syscalls::all()
+        .map(|(_, nr)| number(nr))
         .collect::<Result<_, _>>()?;
     let max = *known
-        .keys()
-        .next_back()
+        .last()
         .ok_or(SecurityError::UnsupportedArch(std::env::consts::ARCH))?;
     let mut out: Vec<(u32, Leaf)> = Vec::new();
     let mut push = |lo: u32, leaf: Option<Leaf>| {
@@ -129,7 +128,7 @@ fn ranges(rules: &BTreeMap<i64, Rule>) -> Result<Vec<(u32, Leaf)>, SecurityError
             Some(Rule::Always) => Some(Leaf::Allow),
             Some(Rule::Enosys) => Some(Leaf::Enosys),
             Some(_) => None, // the prefix answers it
-            None if known.contains_key(&nr) => Some(Leaf::Deny),
+            None if known.contains(&nr) => Some(Leaf::Deny),
             None => Some(Leaf::Enosys),
         };
         push(nr, leaf);

@@ -171,10 +171,7 @@ pub fn profile(ctx: &Ctx, p: ProfileCmd) -> anyhow::Result<i32> {
                 std::fs::write(path, filter.to_bytes())
                     .map_err(|e| anyhow::anyhow!("write {}: {e}", path.display()))?;
             }
-            let action = match plan.seccomp.action {
-                corral_profile::plan::SeccompAction::Errno => "errno",
-                corral_profile::plan::SeccompAction::Kill => "kill",
-            };
+            let action = plan.seccomp.action.name();
             if ctx.json {
                 let v = serde_json::json!({
                     "tenant": tenant,
