@@ -9,10 +9,12 @@
 #               `user = TENANT`; `h2load --h1 -n N -c C`, the two sides
 #               interleaved round by round (the order alternates), each warmed
 #               up first. Two setups: unpinned, and pinned (nginx, both FPMs
-#               and the sandbox's init on CPU 0, h2load on CPU 1: the sandbox
-#               is brought up under `taskset -c 0`, so its init and the
-#               PHP-FPM it starts inherit the CPU; the affinity seen is
-#               printed). Median req/s per side; target sandbox/bare >= 0.97.
+#               on CPU 0, h2load on CPU 1: the sandbox
+#               is brought up under `taskset -c 0` and its PHP-FPM
+#               processes are pinned with `taskset -p` once started, since
+#               the init does not keep its starter's affinity; the affinity
+#               seen is printed and checked). Median req/s per side;
+#               target sandbox/bare >= 0.97.
 #   cold start  the first request after the service went idle: `corral
 #               service stop`, wait until `corral service status` says
 #               "waiting" with no pid, then one curl through nginx
@@ -451,6 +453,17 @@ EOF
     [ "$(svc_state "$TENANT" | cut -d' ' -f1)" = running ] || die "$TENANT: service php not running after a request"
     [[ $PAGE_S == "hello "* && $PAGE_B == "hello "* ]] || die "unexpected pages: '$PAGE_S' / '$PAGE_B'"
     if ((DO_TP)); then
+      # Pinned: the sandbox's PHP-FPM onto the server CPU. The init (and so
+      # every service it starts) deliberately forgets the affinity of the
+      # process that brought it up (spawn::neutral_attributes), so `taskset
+      # -c 0 corral up` alone left the pool on every CPU while the bare pool
+      # had one. The master is pinned with its workers; workers forked later
+      # inherit the master's CPU.
+      if [ "$scpu" != - ]; then
+        mapfile -t spids < <(sandbox_fpm_pids)
+        ((${#spids[@]})) || die "no php-fpm process found in $TENANT's cgroup to pin"
+        for p in "${spids[@]}"; do taskset -p -c "$scpu" "$p" >/dev/null || die "taskset -p -c $scpu $p failed"; done
+      fi
       h2 "$PORT_S" "$ccpu" "$WARM" >/dev/null
       h2 "$PORT_B" "$ccpu" "$WARM" >/dev/null
       # What is pinned, as the kernel sees it (after the warm-up, with workers).
@@ -459,6 +472,10 @@ EOF
       ((${#spids[@]})) || die "no php-fpm process found in $TENANT's cgroup"
       aff="sandbox fpm CPUs $(cpus_of "${spids[@]}") (${#spids[@]} procs), bare fpm CPUs $(cpus_of "${bpids[@]}") (${#bpids[@]} procs), nginx CPUs $(cpus_of "$(cat "$NGINX_PID")" $(pgrep -P "$(cat "$NGINX_PID")"))"
       log "$name: $aff"
+      if [ "$scpu" != - ]; then
+        [ "$(cpus_of "${spids[@]}")" = "$scpu" ] && [ "$(cpus_of "${bpids[@]}")" = "$scpu" ] ||
+          die "$name: the pools are not both on CPU $scpu: $aff"
+      fi
       : >"$W/out/$name.s"
       : >"$W/out/$name.b"
       for i in $(seq "$ROUNDS"); do
