@@ -13,6 +13,7 @@ pub mod join;
 pub mod lifecycle;
 pub mod namespaces;
 pub mod net;
+pub mod phases;
 pub mod proto;
 pub mod quota;
 pub mod rootfs;

@@ -16,6 +16,7 @@
 //! Any failure after step 2 undoes everything done so far.
 
 use crate::namespaces;
+use crate::phases::{self, Phases};
 use crate::proto::{self, SetupReply};
 use crate::state::{now_unix, process_start, write_atomic, Layout, TenantDir, TenantState};
 use corral_limits::{Backend, Limits, TenantCgroup};
@@ -157,9 +158,13 @@ pub fn up(
     opts: &UpOptions,
 ) -> Result<UpOutcome, SandboxError> {
     let name = &plan.tenant.name;
+    let mut t = Phases::start("up", name);
     let _lock = lock(layout, name)?;
+    phases::mark(&mut t, "lock");
     let dir = layout.tenant(name);
-    match dir.read_state() {
+    let st = dir.read_state();
+    phases::mark(&mut t, "state");
+    match st {
         Ok(Some(st)) if st.init_alive() && st.proto == proto::VERSION => {
             return Ok(UpOutcome::AlreadyUp {
                 pid: st.init_pid,
@@ -174,10 +179,10 @@ pub fn up(
         // or that was damaged while its init ran: clear it, with whatever
         // still runs in the tenant's cgroup, before building anew.
         _ => {
-            teardown_locked(layout, name, Some(&opts.cgroup_parent))?;
+            teardown_locked(layout, name, Some(&opts.cgroup_parent), &mut t)?;
         }
     }
-    create(layout, &dir, plan, limits, opts)
+    create(layout, &dir, plan, limits, opts, &mut t)
 }
 
 fn create(
@@ -186,6 +191,7 @@ fn create(
     plan: &Plan,
     limits: &Limits,
     opts: &UpOptions,
+    t: &mut Option<Phases>,
 ) -> Result<UpOutcome, SandboxError> {
     let mut undo = Undo {
         layout: layout.clone(),
@@ -202,12 +208,14 @@ fn create(
     }
     std::fs::create_dir_all(dir.root()).map_err(io("create root mount point"))?;
     std::fs::create_dir_all(dir.entry()).map_err(io("create entry dir"))?;
+    phases::mark(t, "dirs");
     let cgroup = |source| SandboxError::Cgroup {
         tenant: plan.tenant.name.clone(),
         source: Box::new(source),
     };
     let backend = Backend::detect(&opts.cgroup_parent).map_err(cgroup)?;
     let cg = TenantCgroup::create(&backend, &plan.tenant.name).map_err(cgroup)?;
+    phases::mark(t, "cgroup");
 
     // The services' sockets exist from here on; undone with the rest
     // (prepare removes its own on failure).
@@ -226,9 +234,11 @@ fn create(
         SockFlag::SOCK_CLOEXEC,
     )
     .map_err(sys("socketpair"))?;
+    phases::mark(t, "services");
     let pid = start_init(plan, opts, &cg, setup_init, listener)?;
     undo.init = Some(pid);
     protect_from_oom(plan, pid)?;
+    phases::mark(t, "start");
     // The init waits for its plan: its network is ready before it runs
     // anything of the tenant's.
     let dns_relay = if plan.namespaces.net == NetMode::Private {
@@ -236,6 +246,7 @@ fn create(
     } else {
         None
     };
+    phases::mark(t, "net");
 
     let mut setup = std::fs::File::from(setup_host);
     let msg = serde_json::to_vec(&crate::init::Setup {
@@ -253,6 +264,7 @@ fn create(
             .map_err(sys("send the services' sockets to the tenant init"))?;
         drop(service_fds);
     }
+    phases::mark(t, "send plan");
     // While the init execs and builds the rootfs (most of `up`'s time): the
     // limits and plan.json. Nothing of the tenant's runs before the init
     // answers Ready, so every limit is in place before the first tenant
@@ -264,6 +276,7 @@ fn create(
         0o600,
     )
     .map_err(io("write plan.json"))?;
+    phases::mark(t, "limits");
     match read_reply(&mut setup, &plan.tenant.name, Duration::from_secs(30))? {
         SetupReply::Ready => {}
         SetupReply::Failed { message } => {
@@ -273,6 +286,7 @@ fn create(
             })
         }
     }
+    phases::mark(t, "ready");
     let names = namespaces::names(&plan.namespaces);
     let init_start = process_start(pid).ok_or_else(|| SandboxError::ExitedAfterSetup {
         tenant: plan.tenant.name.clone(),
@@ -303,6 +317,7 @@ fn create(
         0o600,
     )
     .map_err(io("write limits.json"))?;
+    phases::mark(t, "state files");
     undo.armed = false;
     Ok(UpOutcome::Created { pid })
 }
@@ -356,7 +371,12 @@ impl Drop for Undo {
             let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
             wait_gone(pid, Duration::from_secs(5));
         }
-        let _ = remove_all(&self.layout, &self.tenant, Some(&self.cgroup_parent));
+        let _ = remove_all(
+            &self.layout,
+            &self.tenant,
+            Some(&self.cgroup_parent),
+            &mut None,
+        );
         if let Some(plan) = &self.plan {
             crate::services::host::remove(plan);
         }
@@ -563,8 +583,10 @@ pub fn wait_gone(pid: i32, timeout: Duration) -> bool {
 /// the pid namespace), release the namespace files, remove the cgroup and
 /// the state. Returns false if the tenant was not up.
 pub fn down(layout: &Layout, tenant: &str) -> Result<bool, SandboxError> {
+    let mut t = Phases::start("down", tenant);
     let _lock = lock(layout, tenant)?;
-    teardown_locked(layout, tenant, None)
+    phases::mark(&mut t, "lock");
+    teardown_locked(layout, tenant, None, &mut t)
 }
 
 /// Stop and remove a tenant's sandbox; `cgroup_parent` is where its cgroup
@@ -573,6 +595,7 @@ fn teardown_locked(
     layout: &Layout,
     tenant: &str,
     cgroup_parent: Option<&str>,
+    t: &mut Option<Phases>,
 ) -> Result<bool, SandboxError> {
     let dir = layout.tenant(tenant);
     let st = dir.read_state().ok().flatten();
@@ -588,6 +611,7 @@ fn teardown_locked(
             }
         }
     }
+    phases::mark(t, "stop");
     if !dir.dir.exists() {
         return Ok(was_up);
     }
@@ -597,6 +621,7 @@ fn teardown_locked(
         st.as_ref()
             .map(|s| s.cgroup_parent.as_str())
             .or(cgroup_parent),
+        t,
     )?;
     Ok(was_up)
 }
@@ -605,6 +630,7 @@ fn remove_all(
     layout: &Layout,
     tenant: &str,
     cgroup_parent: Option<&str>,
+    t: &mut Option<Phases>,
 ) -> Result<(), SandboxError> {
     let dir = layout.tenant(tenant);
     // An older corral kept each sandbox's namespaces as bind mounts under
@@ -616,6 +642,7 @@ fn remove_all(
     {
         crate::net::detach(&a);
     }
+    phases::mark(t, "net");
     // The services' sockets, named in the plan the sandbox was built with.
     if let Some(plan) = std::fs::read(dir.plan())
         .ok()
@@ -623,6 +650,7 @@ fn remove_all(
     {
         crate::services::host::remove(&plan);
     }
+    phases::mark(t, "services");
     if let Some(parent) = cgroup_parent {
         if let Ok(backend) = Backend::detect(parent) {
             if let Ok(cg) = TenantCgroup::open(&backend, tenant) {
@@ -633,6 +661,7 @@ fn remove_all(
             }
         }
     }
+    phases::mark(t, "cgroup");
     for f in [
         dir.state(),
         dir.plan(),
@@ -644,7 +673,7 @@ fn remove_all(
     }
     let _ = std::fs::remove_dir_all(dir.entry());
     let _ = std::fs::remove_dir(dir.root());
-    std::fs::remove_dir(&dir.dir)
+    let r = std::fs::remove_dir(&dir.dir)
         .or_else(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
                 Ok(())
@@ -652,5 +681,7 @@ fn remove_all(
                 Err(e)
             }
         })
-        .map_err(io(format!("remove {}", dir.dir.display())))
+        .map_err(io(format!("remove {}", dir.dir.display())));
+    phases::mark(t, "files");
+    r
 }

@@ -185,6 +185,78 @@ fn down_removes_processes_mounts_cgroups_and_state() {
 }
 
 #[test]
+fn corral_timing_prints_each_phase_of_up_and_down() {
+    let env = Env::new();
+    env.default_profile_with("");
+    let quiet = env.run(&["up", T1]);
+    assert!(quiet.status.success());
+    assert!(
+        !String::from_utf8_lossy(&quiet.stderr).contains("corral: timing"),
+        "no timing lines unless asked"
+    );
+    env.ok(&["down", T1]);
+    let phases = |args: &[&str]| -> String {
+        let o = env
+            .cmd()
+            .env("CORRAL_TIMING", "1")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {o:?}");
+        String::from_utf8(o.stderr).unwrap()
+    };
+    let up = phases(&["up", T1]);
+    let line = format!("corral: timing: up {T1}: lock ");
+    assert!(up.starts_with(&line), "{up}");
+    let mut at = 0;
+    for p in [
+        "state",
+        "dirs",
+        "cgroup",
+        "services",
+        "start",
+        "net",
+        "send plan",
+        "limits",
+        "ready",
+        "state files",
+    ] {
+        let i = up[at..]
+            .find(&format!(", {p} "))
+            .unwrap_or_else(|| panic!("phase {p:?} missing or out of order in {up}"));
+        at += i + 1;
+    }
+    assert!(
+        up.trim_end().ends_with(" ms") && up.contains("; total "),
+        "{up}"
+    );
+    let down = phases(&["down", T1]);
+    assert!(
+        down.starts_with(&format!("corral: timing: down {T1}: lock ")),
+        "{down}"
+    );
+    for p in [", stop ", ", net ", ", cgroup ", ", files "] {
+        assert!(down.contains(p), "{p:?} missing in {down}");
+    }
+}
+
+#[test]
+fn down_of_a_name_that_is_no_user_and_has_no_state_is_refused() {
+    let env = Env::new();
+    env.default_profile_with("");
+    let o = env.run(&["down", "corral-nosuchtenant"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no such tenant"), "{err}");
+    assert!(
+        !env.state_dir()
+            .join("locks/corral-nosuchtenant.lock")
+            .exists(),
+        "nothing created"
+    );
+}
+
+#[test]
 fn ls_lists_tenants_as_json() {
     let env = Env::new();
     env.default_profile_with("");
