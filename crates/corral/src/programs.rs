@@ -68,7 +68,10 @@ mod tests {
             init(&prefix.join("lib/corral/corral-cli")),
             Some(prefix.join("lib/corral/../../bin/corral-init"))
         );
-        assert_eq!(init(&prefix.join("bin/corral")), Some(prefix.join("bin/corral-init")));
+        assert_eq!(
+            init(&prefix.join("bin/corral")),
+            Some(prefix.join("bin/corral-init"))
+        );
         // Nothing there: None (the caller says what is missing).
         let empty = d.path().join("empty/corral");
         assert_eq!(cli(&empty), None);
