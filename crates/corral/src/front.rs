@@ -12,10 +12,13 @@
 //! floor"). It also skips Rust's runtime set-up (`no_main`: no stack-guard
 //! probe of /proc/self/maps, no signal stack, no poll of fds 0-2), which
 //! nothing here needs; SIGPIPE is ignored as that set-up would.
-#![no_main]
+//! (Its logic and tests are in the library: `fastrun`, `runline`,
+//! `programs`; a test build keeps the harness's own `main`.)
+#![cfg_attr(not(test), no_main)]
 
 use std::os::unix::process::CommandExt;
 
+#[cfg(not(test))]
 #[no_mangle]
 extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
     // SAFETY: setting a signal's disposition to SIG_IGN touches no memory;
@@ -44,6 +47,7 @@ extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> lib
     fail(format_args!("exec {}: {e}", cli.display()))
 }
 
+#[cfg_attr(test, allow(dead_code))]
 fn fail(what: std::fmt::Arguments) -> ! {
     eprintln!("corral: {what}");
     std::process::exit(corral::EXIT_FAILURE)
