@@ -16,8 +16,6 @@
 //! `programs`; a test build keeps the harness's own `main`.)
 #![cfg_attr(not(test), no_main)]
 
-use std::os::unix::process::CommandExt;
-
 #[cfg(not(test))]
 #[no_mangle]
 extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
@@ -41,9 +39,9 @@ extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> lib
     };
     let mut cmd = std::process::Command::new(&cli);
     if let Some(arg0) = argv.first() {
-        cmd.arg0(arg0);
+        std::os::unix::process::CommandExt::arg0(&mut cmd, arg0);
     }
-    let e = cmd.args(argv.iter().skip(1)).exec();
+    let e = std::os::unix::process::CommandExt::exec(cmd.args(argv.iter().skip(1)));
     fail(format_args!("exec {}: {e}", cli.display()))
 }
 
