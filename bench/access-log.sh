@@ -74,6 +74,8 @@ trap 'exit 130' INT TERM
 
 cp "$CORRAL" "$W/corral"
 cp "$(dirname "$CORRAL")/corral-init" "$W/corral-init"
+# corral execs the full CLI next to it (builds before the split have none).
+[ ! -e "$(dirname "$CORRAL")/corral-cli" ] || cp "$(dirname "$CORRAL")/corral-cli" "$W/corral-cli"
 export CORRAL_INIT="$W/corral-init"
 mkdir -p "$W/state" "$W/config" "$W/nginx"
 "$W/corral" profile default |

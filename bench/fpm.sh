@@ -355,6 +355,8 @@ mkdir -p "$W/bin" "$CONF/tenants" "$W/sock" "$W/log" "$W/nginx" "$W/bare" "$W/tm
 chmod 755 "$W"/* # nginx (www-data) reaches the sockets; corral wants root-owned, not group/other-writable dirs
 cp "$SRC_CORRAL" "$W/bin/corral"
 cp "$SRC_INIT" "$W/bin/corral-init"
+# corral execs the full CLI next to it (builds before the split have none).
+[ ! -e "$(dirname "$SRC_CORRAL")/corral-cli" ] || cp "$(dirname "$SRC_CORRAL")/corral-cli" "$W/bin/corral-cli"
 export CORRAL_INIT=$W/bin/corral-init
 CR=("$C" --state-dir "$STATE" --config-dir "$CONF" --cgroup-parent "$PARENT")
 corral() { "${CR[@]}" "$@"; }

@@ -52,6 +52,8 @@ if [ -z "$CORRAL" ]; then
 fi
 W=$(mktemp -d /run/corral-netbench.XXXXXX)
 cp "$CORRAL" "$W/corral"; cp "${CORRAL_INIT:-$(dirname "$CORRAL")/corral-init}" "$W/corral-init"
+# corral execs the full CLI next to it (builds before the split have none).
+[ ! -e "$(dirname "$CORRAL")/corral-cli" ] || cp "$(dirname "$CORRAL")/corral-cli" "$W/corral-cli"
 mkdir -p "$W/state" "$W/cfg" "$W/home" "$W/www"
 NS=corral-netbench-$$ VH=cnb$$h GROUP=corral-netbench
 USERS=()

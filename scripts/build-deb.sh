@@ -86,6 +86,7 @@ corral: elevated-privileges 4755 root/root [usr/sbin/corral-shell]
 # takes for a library without its dependencies.
 corral: shared-library-lacks-prerequisites [usr/bin/corral]
 corral: shared-library-lacks-prerequisites [usr/bin/corral-init]
+corral: shared-library-lacks-prerequisites [usr/lib/corral/corral-cli]
 corral: shared-library-lacks-prerequisites [usr/bin/corral-sendmail]
 corral: shared-library-lacks-prerequisites [usr/sbin/corral-shell]
 EOT

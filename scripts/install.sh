@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds corral and installs it from this checkout (as root), the same files
 # as the Debian package (scripts/layout.sh lists them) under PREFIX:
-#   $PREFIX/bin/corral, corral-init, corral-sendmail, $PREFIX/sbin/corral-shell
+#   $PREFIX/bin/corral, corral-init, corral-sendmail, $PREFIX/lib/corral/corral-cli
+#   (the full command line `corral` execs), $PREFIX/sbin/corral-shell
 #   (setuid root), corral-account-hook, /lib/<multiarch>/security/pam_corral.so,
 #   /etc/systemd/system/corral-*.service, /etc/init.d/corral-services,
 #   /etc/corral/{profile,access,gateway}.toml (each kept if it exists),

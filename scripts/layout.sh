@@ -5,6 +5,8 @@
 # scripts/build-deb.sh (the Debian package, PREFIX /usr) both use it.
 #
 #   PREFIX/bin/corral, corral-init, corral-sendmail     the tool, the tenant init, the sandbox's sendmail
+#   PREFIX/lib/corral/corral-cli                        the full command line, which `corral` execs for
+#                                                       everything but `corral run`'s fast path
 #   PREFIX/sbin/corral-shell (setuid root)              the login shell (docs/access.md)
 #   PREFIX/sbin/corral-account-hook                     panels' account hook (config/hooks/)
 #   PREFIX/lib/corral/cgi-bin/corral-cgi                the CGI shim (config/corral-cgi)
@@ -77,6 +79,7 @@ gen=$(mktemp -d)
 trap 'rc=$?; rm -rf "$gen"; if [ "$rc" != 0 ]; then rm -rf --one-file-system "$DEST"; fi' EXIT
 
 binary 0755 "$bin/corral" "$PREFIX/bin/corral"
+binary 0755 "$bin/corral-cli" "$PREFIX/lib/corral/corral-cli"
 binary 0755 "$bin/corral-init" "$PREFIX/bin/corral-init"
 binary 0755 "$bin/corral-sendmail" "$PREFIX/bin/corral-sendmail"
 binary 4755 "$bin/corral-shell" "$PREFIX/sbin/corral-shell"

@@ -124,6 +124,9 @@ for u in corral-gateway corral-services corral-mail-broker corral-metrics; do
   grep -q '^ExecStart=/usr/bin/corral ' /lib/systemd/system/\$u.service || fail "\$u.service: ExecStart is not /usr/bin/corral"
 done
 [ "\$(stat -c %a /usr/sbin/corral-shell)" = 4755 ] || fail "corral-shell is not setuid root"
+# corral execs the full command line from /usr/lib/corral for all but run's fast path.
+[ -x /usr/lib/corral/corral-cli ] || fail "/usr/lib/corral/corral-cli missing"
+corral --version | grep -q '^corral ' || fail "corral --version (through corral-cli): \$(corral --version 2>&1)"
 ls /lib/*/security/pam_corral.so >/dev/null 2>&1 || fail "pam_corral.so missing"
 # Installed, started nothing, enabled nothing (the init script is registered disabled).
 if [ -s /var/log/policy-rc.d.log ] && grep -q corral /var/log/policy-rc.d.log; then

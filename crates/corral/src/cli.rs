@@ -37,138 +37,38 @@ pub struct RunCli {
 }
 
 impl RunCli {
-    /// `corral run`'s arguments (global ones included, `run` itself left
-    /// out) in their plain forms, without clap: `corral run` is the hot path
-    /// (a CGI wrapper or shebang interpreter starts it for every request)
-    /// and clap builds its whole command tree (every subcommand and option)
-    /// before parsing: measured 0.1-0.3 ms of each run while the tree still
-    /// held the benchmarks (now the separate `corral-bench`).
-    /// `None` for anything else (help, an unknown or repeated option, an
-    /// empty value or one that looks like an option, a missing tenant or
-    /// command...): the caller then parses with clap, which answers exactly
-    /// as before. The unit test checks that every `Some` equals clap's parse.
+    /// `corral run`'s arguments in their plain forms, without clap
+    /// ([`corral::runline::RunLine::parse`], which the lean `corral` front
+    /// program uses too); `None` for anything else, which clap answers.
+    /// The unit test checks that every `Some` equals clap's parse.
     pub fn parse_plain(
         args: &[std::ffi::OsString],
         env: impl Fn(&str) -> Option<std::ffi::OsString>,
     ) -> Option<RunCli> {
-        let (mut config_dir, mut state_dir, mut cgroup_parent): (
-            Option<PathBuf>,
-            Option<PathBuf>,
-            Option<String>,
-        ) = (None, None, None);
-        let (mut tenant, mut cwd, mut log, mut preserve): (
-            Option<String>,
-            Option<String>,
-            Option<PathBuf>,
-            Option<u16>,
-        ) = (None, None, None, None);
-        let (mut json, mut detach, mut envs, mut command) = (false, false, Vec::new(), None);
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            let a = a.to_str()?;
-            if a == "--" {
-                command = Some(
-                    it.map(|c| c.to_str().map(String::from))
-                        .collect::<Option<Vec<String>>>()?,
-                );
-                break;
-            }
-            let (name, inline) = match a.split_once('=') {
-                Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
-                _ => (a, None),
-            };
-            let mut value = || -> Option<String> {
-                let v = match &inline {
-                    Some(v) => v.clone(),
-                    None => it.next()?.to_str()?.to_string(),
-                };
-                (!v.is_empty() && !v.starts_with('-')).then_some(v)
-            };
-            fn once<T>(slot: &mut Option<T>, v: T) -> Option<()> {
-                slot.is_none().then(|| *slot = Some(v))
-            }
-            match name {
-                "--config-dir" => once(&mut config_dir, PathBuf::from(value()?))?,
-                "--state-dir" => once(&mut state_dir, PathBuf::from(value()?))?,
-                "--cgroup-parent" => once(&mut cgroup_parent, value()?)?,
-                "--cwd" => once(&mut cwd, value()?)?,
-                "--log" => once(&mut log, PathBuf::from(value()?))?,
-                "--preserve-fds" => once(&mut preserve, value()?.parse().ok()?)?,
-                "--env" | "-e" => envs.push(value()?),
-                "--json" if inline.is_none() && !json => json = true,
-                "--detach" if inline.is_none() && !detach => detach = true,
-                _ if !a.starts_with('-') && tenant.is_none() => tenant = Some(a.to_string()),
-                _ => return None,
-            }
-        }
-        let command = command.filter(|c| !c.is_empty())?;
-        if log.is_some() && !detach {
-            return None;
-        }
-        let from_env = |var: &str, default: &str| -> Option<String> {
-            match env(var) {
-                None => Some(default.to_string()),
-                Some(v) if !v.is_empty() => v.into_string().ok(),
-                Some(_) => None,
-            }
-        };
-        let global = Global {
-            config_dir: config_dir.map_or_else(
-                || from_env("CORRAL_CONFIG_DIR", DEFAULT_CONFIG_DIR).map(PathBuf::from),
-                Some,
-            )?,
-            state_dir: state_dir.map_or_else(
-                || from_env("CORRAL_STATE_DIR", DEFAULT_STATE_DIR).map(PathBuf::from),
-                Some,
-            )?,
-            cgroup_parent: cgroup_parent.map_or_else(
-                || from_env("CORRAL_CGROUP_PARENT", DEFAULT_CGROUP_PARENT),
-                Some,
-            )?,
-            json,
-        };
-        let run = RunArgs {
-            tenant: tenant?,
-            cwd,
-            env: envs,
-            preserve_fds: preserve.unwrap_or(0),
-            detach,
-            log,
-            command,
-        };
-        Some(RunCli { global, run })
+        let l = RunLine::parse(args, env)?;
+        Some(RunCli {
+            global: Global {
+                config_dir: l.config_dir,
+                state_dir: l.state_dir,
+                cgroup_parent: l.cgroup_parent,
+                json: l.json,
+            },
+            run: RunArgs {
+                tenant: l.tenant,
+                cwd: l.cwd,
+                env: l.env,
+                preserve_fds: l.preserve_fds,
+                detach: l.detach,
+                log: l.log,
+                command: l.command,
+            },
+        })
     }
 }
 
-/// If `args` (without argv[0]) is a `corral run` command line, its
-/// arguments for [`RunCli`]: global options before `run` (the way the
-/// bench and wrappers write them) are kept, `run` itself is dropped.
-pub fn run_command_args(args: &[std::ffi::OsString]) -> Option<Vec<std::ffi::OsString>> {
-    const WITH_VALUE: [&str; 3] = ["--state-dir", "--config-dir", "--cgroup-parent"];
-    let mut i = 0;
-    while let Some(a) = args.get(i) {
-        let a = a.to_str()?;
-        if a == "run" {
-            let mut out = args[..i].to_vec();
-            out.extend_from_slice(&args[i + 1..]);
-            return Some(out);
-        }
-        let inline = WITH_VALUE
-            .iter()
-            .any(|o| a.strip_prefix(o).is_some_and(|r| r.starts_with('=')));
-        i += match a {
-            _ if WITH_VALUE.contains(&a) => 2,
-            "--json" => 1,
-            _ if inline => 1,
-            _ => return None,
-        };
-    }
-    None
-}
-
-pub const DEFAULT_CONFIG_DIR: &str = "/etc/corral";
-pub const DEFAULT_STATE_DIR: &str = "/run/corral";
-pub const DEFAULT_CGROUP_PARENT: &str = "corral";
+pub use corral::runline::{
+    run_command_args, RunLine, DEFAULT_CGROUP_PARENT, DEFAULT_CONFIG_DIR, DEFAULT_STATE_DIR,
+};
 
 #[derive(Args, Debug, Clone, PartialEq)]
 pub struct Global {

@@ -5,10 +5,7 @@ use crate::cli::Global;
 use corral_sandbox::Layout;
 use std::path::PathBuf;
 
-/// corral itself failed (like env(1) and container runtimes).
-pub const EXIT_FAILURE: i32 = 125;
-/// The tenant's entry-process limit is reached (EX_TEMPFAIL).
-pub const EXIT_ENTRY_LIMIT: i32 = 75;
+pub use corral::{EXIT_ENTRY_LIMIT, EXIT_FAILURE};
 
 pub struct Ctx {
     pub layout: Layout,
@@ -27,19 +24,19 @@ impl Ctx {
         }
     }
 
-    /// corral-init: $CORRAL_INIT, else next to this executable.
+    /// corral-init: $CORRAL_INIT, else where corral's programs are
+    /// ([`corral::programs::init`]).
     pub fn init_path(&self) -> anyhow::Result<PathBuf> {
         if let Some(p) = std::env::var_os("CORRAL_INIT") {
             return Ok(PathBuf::from(p));
         }
         let exe = std::env::current_exe()?;
-        let p = exe.with_file_name("corral-init");
-        anyhow::ensure!(
-            p.exists(),
-            "corral-init not found next to {} (set CORRAL_INIT)",
-            exe.display()
-        );
-        Ok(p)
+        corral::programs::init(&exe).ok_or_else(|| {
+            anyhow::anyhow!(
+                "corral-init not found next to {} (set CORRAL_INIT)",
+                exe.display()
+            )
+        })
     }
 
     pub fn up_options(&self) -> anyhow::Result<corral_sandbox::UpOptions> {

@@ -1,4 +1,5 @@
-//! corral: the command-line front end. Each subcommand lives in `cmd/`.
+//! corral-cli: the full command-line front end (the `corral` program, src/front.rs,
+//! execs it for every command line it does not answer itself). Each subcommand lives in `cmd/`.
 
 mod cli;
 mod cmd;

@@ -53,24 +53,7 @@ macro_rules! outln {
 
 pub(crate) use {out, outln};
 
-/// An error and its causes on one line, each said once: the library errors
-/// name their cause in their own message (so a plain `{e}` is complete)
-/// and also expose it as `source()`, which anyhow's `{:#}` would print a
-/// second time. A cause whose text its wrapper already holds is skipped.
-pub fn error_line(e: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if line.contains(&text) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&text);
-    }
-    line
-}
+pub use corral::error_line;
 
 #[cfg(test)]
 mod tests {

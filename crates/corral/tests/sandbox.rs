@@ -1269,3 +1269,60 @@ fn a_sandbox_mounts_one_tmpfs_with_each_mount_points_flags() {
         "/dev/shm holds at most 64 MiB: {kib} KiB written: {out}"
     );
 }
+
+/// `corral` answers `corral run` on a running sandbox by itself and execs
+/// the full CLI (`corral-cli`) for everything else: a copy of `corral`
+/// alone in a directory runs commands (status, not-found message) but says
+/// what is missing for anything else, having started nothing.
+#[test]
+fn the_front_program_answers_run_alone_and_hands_the_rest_to_corral_cli() {
+    let env = Env::new();
+    env.default_profile_with("");
+    env.ok(&["up", T1]);
+    let alone = tempfile::tempdir().unwrap();
+    let front = alone.path().join("corral");
+    std::fs::copy(corral_bin(), &front).unwrap();
+    let run = |args: &[&str]| {
+        env.command(&front)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let o = run(&["run", T1, "--", "/bin/sh", "-c", "echo in; exit 7"]);
+    assert_eq!(o.status.code(), Some(7), "{o:?}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "in\n");
+    let o = run(&["run", T1, "--", "no-such-command-xyz"]);
+    assert_eq!(o.status.code(), Some(127), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not found"));
+
+    // Not the fast path: the full CLI is needed, and missing.
+    for args in [
+        &["ls"][..],
+        &["run", T1, "--detach", "--", "true"],
+        &["run", T2, "--", "true"],
+        &["run", "Bad/Name", "--", "true"],
+    ] {
+        let o = run(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(125), "{args:?}: {err}");
+        assert!(
+            err.contains("corral-cli not found next to") && err.contains("../lib/corral"),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(
+        !env.state_dir().join("tenants").join(T2).exists(),
+        "declining started nothing for {T2}"
+    );
+    // With corral-cli next to it, the same front program answers them all.
+    std::fs::copy(
+        corral_bin().with_file_name("corral-cli"),
+        alone.path().join("corral-cli"),
+    )
+    .unwrap();
+    let o = run(&["run", "Bad/Name", "--", "true"]);
+    assert_eq!(o.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&o.stderr).starts_with("corral: "));
+    assert!(run(&["ls"]).status.success());
+}

@@ -2,7 +2,8 @@
 //! the tenant init).
 
 use crate::cli::RunArgs;
-use crate::ctx::{Ctx, EXIT_ENTRY_LIMIT};
+use crate::ctx::Ctx;
+use corral::fastrun::{exit_status, parse_env, wants_setns};
 use corral_sandbox::client::Client;
 use corral_sandbox::join::{self, JoinError, RunOptions, Target};
 use corral_sandbox::proto::{Failure, Reply, Request, SpawnRequest};
@@ -10,15 +11,6 @@ use corral_sandbox::via_init;
 
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
-
-fn parse_env(v: &[String]) -> anyhow::Result<Vec<(String, String)>> {
-    v.iter()
-        .map(|s| match s.split_once('=') {
-            Some((k, val)) if !k.is_empty() => Ok((k.to_string(), val.to_string())),
-            _ => anyhow::bail!("--env {s:?}: expected NAME=VALUE"),
-        })
-        .collect()
-}
 
 /// Load the join target, bringing the tenant up on first use.
 pub fn target(ctx: &Ctx, tenant: &str) -> anyhow::Result<Target> {
@@ -53,11 +45,9 @@ pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
     // Nothing else the caller leaked may reach the tenant or corral itself.
     corral_security::fds::close_fds_from(keep)
         .map_err(|e| anyhow::anyhow!("close inherited fds: {e}"))?;
-    // SAFETY: isatty only queries fd 0.
-    let interactive = unsafe { libc::isatty(0) } == 1;
     // Spawning through the init is the faster path (see via_init);
     // an interactive terminal or extra fds need the setns join instead.
-    let setns = interactive || a.preserve_fds > 0 || std::env::var_os("CORRAL_RUN_SETNS").is_some();
+    let setns = wants_setns(a.preserve_fds);
     if a.detach {
         let t = target(ctx, &a.tenant)?;
         return detach(ctx, &t, &a, env);
@@ -86,20 +76,10 @@ pub fn run(ctx: &Ctx, a: RunArgs) -> anyhow::Result<i32> {
     finish(&a.tenant, result)
 }
 
-/// A foreground run's outcome as corral's exit status.
+/// A foreground run's outcome as corral's exit status
+/// ([`corral::fastrun::exit_status`], which the lean `corral` uses too).
 fn finish(tenant: &str, result: Result<i32, JoinError>) -> anyhow::Result<i32> {
-    match result {
-        Ok(code) => Ok(code),
-        Err(e @ JoinError::EntryLimit { .. }) => {
-            eprintln!("corral: {e}");
-            Ok(EXIT_ENTRY_LIMIT)
-        }
-        Err(JoinError::Spawn(e)) => {
-            eprintln!("corral: {tenant}: {e}");
-            Ok(e.exit_code())
-        }
-        Err(e) => Err(e.into()),
-    }
+    Ok(exit_status(tenant, result)?)
 }
 
 fn detach(ctx: &Ctx, t: &Target, a: &RunArgs, extra: Vec<(String, String)>) -> anyhow::Result<i32> {
