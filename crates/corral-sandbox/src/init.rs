@@ -105,6 +105,9 @@ struct Init {
     workdir: String,
     services: crate::services::Supervisor,
     conns: HashMap<u64, OwnedFd>,
+    /// Connections whose client asked to keep them once idle
+    /// ([`SpawnRequest::keep`]).
+    kept: std::collections::HashSet<u64>,
     children: HashMap<i32, Child>,
     next_conn: u64,
     spawned_total: u64,
@@ -280,6 +283,9 @@ impl Spawner {
         pass_fds: &[RawFd],
         subreaper: bool,
         attrs: Option<&crate::proto::ProcAttrs>,
+        // A session of its own (a service, a detached command); else only
+        // a process group of its own.
+        new_session: bool,
     ) -> Result<Pid, crate::spawn::SpawnError> {
         if self.suspended {
             return Err(crate::spawn::SpawnError::Failed(
@@ -291,7 +297,7 @@ impl Spawner {
             env,
             cwd,
             stdio,
-            new_session: true,
+            new_session,
             controlling_tty: false,
             preserve_fds: 0,
             pass_fds,
@@ -324,6 +330,7 @@ impl crate::services::supervisor::Spawn for Spawner {
             pass_fds,
             false,
             None,
+            true,
         )
         .map(|p| p.as_raw())
     }
@@ -476,6 +483,7 @@ fn prepare(setup: &mut std::fs::File, devnull: OwnedFd) -> Result<Init, InitErro
         filter,
         services,
         conns: HashMap::new(),
+        kept: std::collections::HashSet::new(),
         children: HashMap::new(),
         next_conn: 1,
         spawned_total: 0,
@@ -624,6 +632,7 @@ impl Init {
                     announce: false,
                     nfds: run.nfds,
                     attrs: run.attrs,
+                    keep: false,
                 };
                 self.spawn(id, &req, fds)
             }
@@ -661,6 +670,13 @@ impl Init {
     fn spawn(&mut self, id: u64, req: &SpawnRequest, fds: Vec<OwnedFd>) -> Option<Reply> {
         let null = self.spawner.devnull.as_raw_fd();
         let stdio = [0, 1, 2].map(|i| Some(fds.get(i).map(|f| f.as_raw_fd()).unwrap_or(null)));
+        // A request's command gets a process group of its own, not a
+        // session: setsid would also make an autogroup (and free it at the
+        // exit), which costs the spawn ~13 us on a kernel with
+        // sched_autogroup_enabled. The init's session has no controlling
+        // terminal, so the command has none either way; what it starts is
+        // killed as before (`kill_tree`: the group, then every descendant,
+        // also one that calls setsid itself).
         match self.spawner.spawn(
             &req.argv,
             &req.env,
@@ -669,9 +685,15 @@ impl Init {
             &[],
             true,
             req.attrs.as_ref(),
+            req.detach,
         ) {
             Ok(pid) => {
                 self.spawned_total += 1;
+                if req.keep {
+                    self.kept.insert(id);
+                } else {
+                    self.kept.remove(&id);
+                }
                 let deadline = (req.timeout_ms > 0)
                     .then(|| Instant::now() + Duration::from_millis(req.timeout_ms));
                 self.children.insert(
@@ -694,7 +716,7 @@ impl Init {
         let sig = Signal::try_from(signal).unwrap_or(Signal::SIGKILL);
         if pid == 0 {
             for (p, _) in self.children.iter().filter(|(_, c)| c.conn == Some(id)) {
-                // Its process group once it has one (setsid before exec).
+                // Its process group once it has one (setpgid before exec).
                 if kill(Pid::from_raw(-p), sig).is_err() {
                     let _ = kill(Pid::from_raw(*p), sig);
                 }
@@ -759,7 +781,8 @@ impl Init {
             // done, and the init closes it now instead of being woken
             // again only to see the client close it (the client still
             // reads what was sent before).
-            if !self.children.values().any(|c| c.conn == Some(id)) {
+            // A kept connection stays for its client's next request.
+            if !self.kept.contains(&id) && !self.children.values().any(|c| c.conn == Some(id)) {
                 self.conns.remove(&id);
             }
         }
@@ -779,6 +802,7 @@ impl Init {
     /// The client went away: whatever it started (and didn't detach) ends.
     fn disconnect(&mut self, id: u64) {
         self.conns.remove(&id);
+        self.kept.remove(&id);
         for (pid, c) in self.children.iter_mut() {
             if c.conn == Some(id) {
                 c.conn = None;
