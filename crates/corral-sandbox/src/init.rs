@@ -283,9 +283,6 @@ impl Spawner {
         pass_fds: &[RawFd],
         subreaper: bool,
         attrs: Option<&crate::proto::ProcAttrs>,
-        // A session of its own (a service, a detached command); else only
-        // a process group of its own.
-        new_session: bool,
     ) -> Result<Pid, crate::spawn::SpawnError> {
         if self.suspended {
             return Err(crate::spawn::SpawnError::Failed(
@@ -297,7 +294,7 @@ impl Spawner {
             env,
             cwd,
             stdio,
-            new_session,
+            new_session: true,
             controlling_tty: false,
             preserve_fds: 0,
             pass_fds,
@@ -330,7 +327,6 @@ impl crate::services::supervisor::Spawn for Spawner {
             pass_fds,
             false,
             None,
-            true,
         )
         .map(|p| p.as_raw())
     }
@@ -670,13 +666,12 @@ impl Init {
     fn spawn(&mut self, id: u64, req: &SpawnRequest, fds: Vec<OwnedFd>) -> Option<Reply> {
         let null = self.spawner.devnull.as_raw_fd();
         let stdio = [0, 1, 2].map(|i| Some(fds.get(i).map(|f| f.as_raw_fd()).unwrap_or(null)));
-        // A request's command gets a process group of its own, not a
-        // session: setsid would also make an autogroup (and free it at the
-        // exit), which costs the spawn ~13 us on a kernel with
-        // sched_autogroup_enabled. The init's session has no controlling
-        // terminal, so the command has none either way; what it starts is
-        // killed as before (`kill_tree`: the group, then every descendant,
-        // also one that calls setsid itself).
+        // A session of its own (setsid in the child), not only a process
+        // group (setpgid would save the autogroup setsid makes, ~13 us per
+        // spawn): a process may send SIGCONT to any process of its own
+        // session whatever the credentials, so a command left in the init's
+        // session could signal the init (escape test
+        // `the_init_cannot_be_signalled_traced_or_read`).
         match self.spawner.spawn(
             &req.argv,
             &req.env,
@@ -685,7 +680,6 @@ impl Init {
             &[],
             true,
             req.attrs.as_ref(),
-            req.detach,
         ) {
             Ok(pid) => {
                 self.spawned_total += 1;
@@ -716,7 +710,7 @@ impl Init {
         let sig = Signal::try_from(signal).unwrap_or(Signal::SIGKILL);
         if pid == 0 {
             for (p, _) in self.children.iter().filter(|(_, c)| c.conn == Some(id)) {
-                // Its process group once it has one (setpgid before exec).
+                // Its process group once it has one (setsid before exec).
                 if kill(Pid::from_raw(-p), sig).is_err() {
                     let _ = kill(Pid::from_raw(*p), sig);
                 }
