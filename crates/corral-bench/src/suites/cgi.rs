@@ -173,8 +173,8 @@ fn selected(mode: &str) -> bool {
 
 pub fn steps(opts: &Options) -> u64 {
     let wrapped = WRAP_MODES.iter().filter(|(m, ..)| selected(m)).count();
-    let modes = wrapped
-        + usize::from(selected(mode::GATEWAY) && servers::gateway_available(&opts.corral));
+    let modes =
+        wrapped + usize::from(selected(mode::GATEWAY) && servers::gateway_available(&opts.corral));
     (tests(opts.level).len() * setups().len() * reps(opts.level) * modes) as u64
 }
 
