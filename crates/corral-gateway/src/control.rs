@@ -1,7 +1,11 @@
 //! Async client of a tenant init's control socket (SOCK_SEQPACKET, one JSON
 //! message per packet, stdio fds as SCM_RIGHTS; see
-//! `corral_sandbox::proto`). One connection per request: when it closes,
-//! the init kills whatever the request started.
+//! `corral_sandbox::proto`). One request at a time per connection: when it
+//! closes before the request's `Exited`, the init kills whatever the
+//! request started. A connection whose request ended with its `Exited` is
+//! idle and goes back to its tenant's [`Pool`] for the next request (asked
+//! for with `SpawnRequest::keep`): no socket, connect, accept, credential
+//! check and epoll registration per request.
 
 use corral_sandbox::proto::{self, Reply, Request};
 use nix::errno::Errno;
@@ -139,6 +143,36 @@ impl Control {
                 Err(_would_block) => continue,
             }
         }
+    }
+}
+
+/// Idle connections to one tenant init (each had its request end with an
+/// `Exited`, so nothing of it is left to kill and no reply is pending).
+#[derive(Default)]
+pub struct Pool {
+    idle: std::sync::Mutex<Vec<Control>>,
+}
+
+impl Pool {
+    /// Idle connections kept per init; more are closed (each one is a
+    /// descriptor in the init's poll set).
+    pub const MAX_IDLE: usize = 16;
+
+    /// An idle connection, most recently used first.
+    pub fn take(&self) -> Option<Control> {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()
+    }
+
+    /// Keep `c` for the next request (only after its request's `Exited`).
+    pub fn put(&self, c: Control) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < Self::MAX_IDLE {
+            idle.push(c);
+        }
+    }
+
+    pub fn idle(&self) -> usize {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 }
 

@@ -42,30 +42,51 @@ fn current_fsgid() -> Gid {
     nix::unistd::setfsgid(Gid::from_raw(u32::MAX))
 }
 
+thread_local! {
+    /// This thread's supplementary groups when no guard is active, read at
+    /// its first switch: the gateway changes a thread's groups only through
+    /// [`FsIdentity`], which puts them back, so a `getgroups` per request
+    /// would read the same list every time.
+    static OWN_GROUPS: std::cell::OnceCell<Vec<libc::gid_t>> = const { std::cell::OnceCell::new() };
+}
+
+fn own_groups() -> std::io::Result<Vec<libc::gid_t>> {
+    OWN_GROUPS.with(|g| {
+        if let Some(v) = g.get() {
+            return Ok(v.clone());
+        }
+        let v: Vec<libc::gid_t> = nix::unistd::getgroups()?
+            .into_iter()
+            .map(Gid::as_raw)
+            .collect();
+        Ok(g.get_or_init(|| v).clone())
+    })
+}
+
 impl FsIdentity {
     /// Switch this thread's filesystem identity to `uid`/`gid` (groups:
     /// just `gid`). Without root there are no rights to shed and nothing
     /// changes; nor for uid 0 (a tenant is never root: min_uid refuses it
     /// first, unless a test's map allows uid 0).
+    ///
+    /// Five system calls: `setgroups`, `setfsgid` and `setfsuid` (which
+    /// return the previous ids: what the guard restores), then one
+    /// `setfsuid(-1)` and one `setfsgid(-1)` to confirm the switch took.
     pub fn become_user(uid: u32, gid: u32) -> std::io::Result<FsIdentity> {
         if uid == 0 || !nix::unistd::geteuid().is_root() {
             return Ok(FsIdentity { saved: None });
         }
-        let groups: Vec<libc::gid_t> = nix::unistd::getgroups()?
-            .into_iter()
-            .map(Gid::as_raw)
-            .collect();
-        let (old_uid, old_gid) = (current_fsuid(), current_fsgid());
-        let guard = FsIdentity {
-            saved: Some((old_uid, old_gid, groups)),
-        };
+        let groups = own_groups()?;
         // Groups and gid first: the uid change could take CAP_SETGID along
         // (it does not, but the order is the safe one).
         set_groups_this_thread(&[gid])?;
-        nix::unistd::setfsgid(Gid::from_raw(gid));
-        nix::unistd::setfsuid(Uid::from_raw(uid));
+        let old_gid = nix::unistd::setfsgid(Gid::from_raw(gid));
+        let old_uid = nix::unistd::setfsuid(Uid::from_raw(uid));
+        // From here on, dropping the guard restores what was changed.
+        let guard = FsIdentity {
+            saved: Some((old_uid, old_gid, groups)),
+        };
         if current_fsuid().as_raw() != uid || current_fsgid().as_raw() != gid {
-            // Dropping the guard restores what was changed.
             return Err(std::io::Error::other(format!(
                 "setfsuid({uid})/setfsgid({gid}) did not take"
             )));

@@ -244,6 +244,8 @@ async fn run(
         announce: false,
         nfds: 3,
         attrs: shared.attrs.clone(),
+        // The connection goes back to the tenant's pool after the Exited.
+        keep: true,
     };
     let label = format!("{tenant} {}", p.script.requested.display());
     let stdin = cgienv::has_body(&params).then_some(stdin);
@@ -317,18 +319,25 @@ async fn execute(
     };
     let (out_r, out_w) = pipe().map_err(sys("stdout pipe"))?;
     let (err_r, err_w) = pipe().map_err(sys("stderr pipe"))?;
-    let control = connect(shared, p).await?;
     let in_fd = stdin_pipe
         .as_ref()
         .map(|((r, _), _)| r.as_raw_fd())
         .unwrap_or(shared.devnull.as_raw_fd());
-    control
-        .send(
-            &Request::Spawn(req),
-            &[in_fd, out_w.as_raw_fd(), err_w.as_raw_fd()],
-        )
-        .await
-        .map_err(spawn_err)?;
+    let (mut control, mut pooled) = connect(shared, p).await?;
+    let req = Request::Spawn(req);
+    let fds = [in_fd, out_w.as_raw_fd(), err_w.as_raw_fd()];
+    loop {
+        match control.send(&req, &fds).await {
+            Ok(()) => break,
+            // An idle connection the init closed (an init older than
+            // `keep` closes it after the Exited): nothing was sent; take
+            // the next one, or a new one.
+            Err(ControlError::Send(_)) if pooled => {
+                (control, pooled) = connect(shared, p).await?;
+            }
+            Err(e) => return Err(spawn_err(e)),
+        }
+    }
     // The child holds its ends now; ours must go, or EOF never comes.
     drop(out_w);
     drop(err_w);
@@ -339,6 +348,7 @@ async fn execute(
     let stderr_task = tokio::spawn(pump_stderr(err_r, label.to_string()));
     let stdout = pipe::Receiver::from_owned_fd(out_r)
         .map_err(|e| Failure::new(500, format!("stdout pipe: {e}")))?;
+    let mut exited = false;
     let result = stream(
         resp,
         stdout,
@@ -347,10 +357,17 @@ async fn execute(
         abort,
         deadline,
         label,
+        &mut exited,
     )
     .await;
-    // Whatever is left of the script dies with the control connection.
-    drop(control);
+    if exited {
+        // The init reported the script's end: the connection is idle (its
+        // request started nothing else), and serves the next request.
+        p.pool.put(control);
+    } else {
+        // Whatever is left of the script dies with the control connection.
+        drop(control);
+    }
     if let Some(t) = &stdin_task {
         t.abort();
     }
@@ -365,9 +382,14 @@ async fn execute(
     result
 }
 
-async fn connect(shared: &Arc<Shared>, p: &Prepared) -> Result<Control, Failure> {
+/// A connection to the tenant's init: an idle one from its pool (true), or
+/// a new one.
+async fn connect(shared: &Arc<Shared>, p: &Prepared) -> Result<(Control, bool), Failure> {
+    if let Some(c) = p.pool.take() {
+        return Ok((c, true));
+    }
     let tenant = &p.script.tenant.name;
-    match Control::connect(&p.control, Duration::from_secs(5)).await {
+    let fresh = match Control::connect(&p.control, Duration::from_secs(5)).await {
         Ok(c) => Ok(c),
         Err(first) => {
             // The sandbox may have gone down since it was checked: bring it
@@ -385,7 +407,8 @@ async fn connect(shared: &Arc<Shared>, p: &Prepared) -> Result<Control, Failure>
                 )),
             }
         }
-    }
+    };
+    fresh.map(|c| (c, false))
 }
 
 fn spawn_err(e: ControlError) -> Failure {
@@ -398,7 +421,8 @@ fn spawn_err(e: ControlError) -> Failure {
 }
 
 /// The script's stdout to the web server, until it ended and the script
-/// exited. Returns the FastCGI appStatus.
+/// exited. Returns the FastCGI appStatus; `exited` tells whether the init's
+/// `Exited` came (then the control connection is idle).
 ///
 /// Like fcgiwrap, the response goes out only once the request body has been
 /// handed to the script (or the script stopped reading it): nginx stops
@@ -416,6 +440,7 @@ async fn stream(
     abort: &mut oneshot::Receiver<()>,
     deadline: Instant,
     label: &str,
+    exited: &mut bool,
 ) -> Result<u32, Failure> {
     let hard = deadline + GRACE;
     let mut parser = CgiHeaderParser::new();
@@ -494,6 +519,7 @@ async fn stream(
             _ = finished(stdin_task), if !stdin_done => stdin_done = true,
             r = control.recv(), if exit.is_none() => match r {
                 Ok(Reply::Exited { code, signal, timed_out, .. }) => {
+                    *exited = true;
                     exit = Some(Exit { code, signal, timed_out });
                     eof_by = Instant::now() + EXIT_WAIT;
                 }

@@ -257,41 +257,54 @@ pub fn check_with(
     check_tenant_script(found, space, map, users)
 }
 
-/// Rules 4–6 for a script of the tenant's own.
+/// Rules 4–6 for a script of the tenant's own, under one switch of the
+/// filesystem identity to the space owner's (resolve and verify; the guard
+/// is dropped only for a passwd lookup, when the script's owner is another
+/// user than the space's).
 fn check_tenant_script(
     found: Located,
     space: TenantUser,
     map: &TenantMap,
     users: &mut LookupUser<'_>,
 ) -> Result<Option<CheckedScript>, Refusal> {
-    let (real, meta) =
-        as_user(&space, || resolve(&found.requested))?.map_err(|r| r.for_tenant(&space.name))?;
+    let mut id = take_identity(&space)?;
+    let (real, meta) = resolve(&found.requested).map_err(|r| r.for_tenant(&space.name))?;
     // Without a map the tenant is the owner of the script; a file of another
     // user's in this space (or reached from it through a link) is checked as
     // that user's, which its areas then refuse.
     let tenant = match found.key {
-        UserKey::Uid(u) if u != meta.uid() => match users(&UserKey::Uid(meta.uid())) {
-            Some(r) => r.map_err(|r| r.for_tenant(&space.name))?,
-            None => return Ok(None),
-        },
+        UserKey::Uid(u) if u != meta.uid() => {
+            // The lookup runs with the gateway's own identity.
+            drop(id);
+            let owner = match users(&UserKey::Uid(meta.uid())) {
+                Some(r) => r.map_err(|r| r.for_tenant(&space.name))?,
+                None => return Ok(None),
+            };
+            id = take_identity(&space)?;
+            owner
+        }
         _ => space.clone(),
     };
     let name = tenant.name.clone();
-    as_user(&space, || verify(found, real, meta, tenant, map))
-        .and_then(|r| r)
-        .map(Some)
-        .map_err(|r| r.for_tenant(&name))
+    let checked = verify(found, real, meta, tenant, map).map_err(|r| r.for_tenant(&name));
+    drop(id);
+    checked.map(Some)
 }
 
-/// Run `f` with this thread's filesystem identity switched to `u`'s.
-fn as_user<R>(u: &TenantUser, f: impl FnOnce() -> R) -> Result<R, Refusal> {
-    let _id = crate::fsid::FsIdentity::become_user(u.uid, u.gid).map_err(|e| {
+/// This thread's filesystem identity switched to `u`'s until dropped.
+fn take_identity(u: &TenantUser) -> Result<crate::fsid::FsIdentity, Refusal> {
+    crate::fsid::FsIdentity::become_user(u.uid, u.gid).map_err(|e| {
         refuse(
             500,
             "identity",
             format!("take {}'s filesystem identity: {e}", u.name),
         )
-    })?;
+    })
+}
+
+/// Run `f` with this thread's filesystem identity switched to `u`'s.
+fn as_user<R>(u: &TenantUser, f: impl FnOnce() -> R) -> Result<R, Refusal> {
+    let _id = take_identity(u)?;
     Ok(f())
 }
 

@@ -8,6 +8,7 @@
 //! (some stat calls, one flock); only a cache miss sends it to tokio's
 //! blocking pool ([`Tenants::prepare`]), which costs two thread switches.
 
+use crate::control::Pool;
 use crate::map::TenantMap;
 use crate::safety::{self, CheckedScript};
 use crate::users::Users;
@@ -81,6 +82,8 @@ pub struct Prepared {
     /// Held until the script has exited.
     pub slot: Option<EntryGuard>,
     pub control: PathBuf,
+    /// Idle connections to the tenant's init.
+    pub pool: Arc<Pool>,
 }
 
 /// A tenant's sandbox as last loaded, while its init lives.
@@ -92,6 +95,9 @@ struct Sandbox {
     /// The entry-process slots, when the tenant has that limit.
     slots: Option<EntrySlots>,
     control: PathBuf,
+    /// Idle connections to this init (gone with it: a new init gets a new
+    /// sandbox entry and an empty pool).
+    pool: Arc<Pool>,
 }
 
 impl Sandbox {
@@ -119,6 +125,7 @@ impl Sandbox {
             init,
             slots,
             control: dir.control(),
+            pool: Arc::default(),
         })
     }
 
@@ -255,6 +262,7 @@ impl Tenants {
             target: sandbox.target.clone(),
             slot,
             control: sandbox.control.clone(),
+            pool: sandbox.pool.clone(),
         }))
     }
 

@@ -105,6 +105,9 @@ struct Init {
     workdir: String,
     services: crate::services::Supervisor,
     conns: HashMap<u64, OwnedFd>,
+    /// Connections whose client asked to keep them once idle
+    /// ([`SpawnRequest::keep`]).
+    kept: std::collections::HashSet<u64>,
     children: HashMap<i32, Child>,
     next_conn: u64,
     spawned_total: u64,
@@ -476,6 +479,7 @@ fn prepare(setup: &mut std::fs::File, devnull: OwnedFd) -> Result<Init, InitErro
         filter,
         services,
         conns: HashMap::new(),
+        kept: std::collections::HashSet::new(),
         children: HashMap::new(),
         next_conn: 1,
         spawned_total: 0,
@@ -624,6 +628,7 @@ impl Init {
                     announce: false,
                     nfds: run.nfds,
                     attrs: run.attrs,
+                    keep: false,
                 };
                 self.spawn(id, &req, fds)
             }
@@ -661,6 +666,12 @@ impl Init {
     fn spawn(&mut self, id: u64, req: &SpawnRequest, fds: Vec<OwnedFd>) -> Option<Reply> {
         let null = self.spawner.devnull.as_raw_fd();
         let stdio = [0, 1, 2].map(|i| Some(fds.get(i).map(|f| f.as_raw_fd()).unwrap_or(null)));
+        // A session of its own (setsid in the child), not only a process
+        // group (setpgid would save the autogroup setsid makes, ~13 us per
+        // spawn): a process may send SIGCONT to any process of its own
+        // session whatever the credentials, so a command left in the init's
+        // session could signal the init (escape test
+        // `the_init_cannot_be_signalled_traced_or_read`).
         match self.spawner.spawn(
             &req.argv,
             &req.env,
@@ -672,6 +683,11 @@ impl Init {
         ) {
             Ok(pid) => {
                 self.spawned_total += 1;
+                if req.keep {
+                    self.kept.insert(id);
+                } else {
+                    self.kept.remove(&id);
+                }
                 let deadline = (req.timeout_ms > 0)
                     .then(|| Instant::now() + Duration::from_millis(req.timeout_ms));
                 self.children.insert(
@@ -759,7 +775,8 @@ impl Init {
             // done, and the init closes it now instead of being woken
             // again only to see the client close it (the client still
             // reads what was sent before).
-            if !self.children.values().any(|c| c.conn == Some(id)) {
+            // A kept connection stays for its client's next request.
+            if !self.kept.contains(&id) && !self.children.values().any(|c| c.conn == Some(id)) {
                 self.conns.remove(&id);
             }
         }
@@ -779,6 +796,7 @@ impl Init {
     /// The client went away: whatever it started (and didn't detach) ends.
     fn disconnect(&mut self, id: u64) {
         self.conns.remove(&id);
+        self.kept.remove(&id);
         for (pid, c) in self.children.iter_mut() {
             if c.conn == Some(id) {
                 c.conn = None;

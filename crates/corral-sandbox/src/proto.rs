@@ -5,9 +5,11 @@
 //! SCM_RIGHTS next to a `Spawn`.
 //!
 //! A connection serves one request to its end: once nothing it started
-//! runs any more (its last `Exited` is sent), the init closes it. When the
-//! client closes it first, the init kills whatever it started that is not
-//! a detached service.
+//! runs any more (its last `Exited` is sent), the init closes it, unless
+//! the request asked to keep it ([`SpawnRequest::keep`]: the gateway's
+//! pooled connections, which then carry the next request). When the client
+//! closes it first, the init kills whatever it started that is not a
+//! detached service.
 
 pub use corral_security::{Failure, Step};
 use serde::{Deserialize, Serialize};
@@ -43,6 +45,15 @@ pub struct SpawnRequest {
     /// command takes (bounded: see [`ProcAttrs`]); None: the init's.
     #[serde(default)]
     pub attrs: Option<ProcAttrs>,
+    /// Keep the connection open once the command has exited (its `Exited`
+    /// sent), for the client's next request: the gateway keeps a few idle
+    /// connections per init instead of connecting for every request. A
+    /// client that sees its request end otherwise (no `Exited`) closes the
+    /// connection, which kills whatever it started, as without `keep`. An
+    /// init that predates the field ignores it and closes the connection
+    /// (the client's next send on it fails, and it connects anew).
+    #[serde(default)]
+    pub keep: bool,
 }
 
 /// Process attributes a command takes from whoever asked for it (`corral

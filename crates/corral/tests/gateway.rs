@@ -459,6 +459,7 @@ fn no_fd_or_zombie_leaks_after_many_requests() {
     let init = s.env.init_pid(T1);
     let zombies = || zombies_of(&[gw, init]);
     let z0 = zombies();
+    let init_socks0 = sockets_of(init);
     let done = match h2load(&s, &format!("/~{T1}/tiny.cgi"), n, 10) {
         Some(out) => {
             assert!(out.contains(&format!("{n} succeeded")), "{out}");
@@ -475,15 +476,55 @@ fn no_fd_or_zombie_leaks_after_many_requests() {
     for _ in 0..50 {
         assert_eq!(s.get(&format!("/~{T1}/err.cgi"), &[]).status, 502);
     }
+    // The idle connections to the init (the pool) are not leaks: at most
+    // Pool::MAX_IDLE of them, on either side.
+    let pooled = corral_gateway::control::Pool::MAX_IDLE;
     let settled = wait_until(Duration::from_secs(10), || {
-        fd_count(gw) <= fds0 && zombies() <= z0
+        fd_count(gw) <= fds0 + pooled && zombies() <= z0 && sockets_of(init) <= init_socks0 + pooled
     });
     assert!(
         settled,
-        "after {done} requests: fds {} (was {fds0}), zombies {} (was {z0})",
+        "after {done} requests: fds {} (was {fds0}, at most {pooled} more), zombies {} (was {z0}), init sockets {} (was {init_socks0})",
         fd_count(gw),
-        zombies()
+        zombies(),
+        sockets_of(init),
     );
+}
+
+#[test]
+fn requests_reuse_a_kept_connection_to_the_init() {
+    let s = Stack::start(&[], 30);
+    s.script(
+        T1,
+        "tiny.cgi",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\nok\\n'\n",
+    );
+    s.script(T1, "err.cgi", "#!/bin/sh\nexit 3\n");
+    s.env.ok(&["up", T1]);
+    let init = s.env.init_pid(T1);
+    let idle = sockets_of(init);
+    assert_eq!(s.get(&format!("/~{T1}/tiny.cgi"), &[]).status, 200);
+    // After one request the init holds one socket more, the connection the
+    // gateway kept; requests one after another all go over it.
+    let after_one = sockets_of(init);
+    assert_eq!(after_one, idle + 1, "the gateway keeps its connection");
+    for _ in 0..20 {
+        let r = s.get(&format!("/~{T1}/tiny.cgi"), &[]);
+        assert_eq!((r.status, r.text().as_str()), (200, "ok\n"), "{r:?}");
+    }
+    assert_eq!(
+        sockets_of(init),
+        after_one,
+        "20 sequential requests opened no new connection to the init"
+    );
+    // A script that fails (no output: 502) also ends with its Exited: the
+    // connection is idle and kept too. (A request that ends without one
+    // closes it, which kills the script: timeouts_crashes_and_stderr,
+    // fastcgi_multiplexing_aborts_and_client_disconnects.)
+    for _ in 0..5 {
+        assert_eq!(s.get(&format!("/~{T1}/err.cgi"), &[]).status, 502);
+    }
+    assert_eq!(sockets_of(init), after_one);
 }
 
 #[test]
@@ -1125,6 +1166,18 @@ mod gw {
                     == Some(comm)
             })
             .count()
+    }
+
+    /// Sockets among the open fds of `pid`.
+    pub fn sockets_of(pid: i32) -> usize {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| std::fs::read_link(e.path()).ok())
+                    .filter(|l| l.to_string_lossy().starts_with("socket:"))
+                    .count()
+            })
+            .unwrap_or(usize::MAX)
     }
 
     pub fn fd_count(pid: i32) -> usize {

@@ -159,8 +159,22 @@ fn limit(level: Level) -> Duration {
     Duration::from_secs(level.pick(3600, 600, 60))
 }
 
+/// Environment variable choosing some of the modes: `bare,corral-gateway`
+/// (a quicker old-vs-new comparison of one contender against its peer).
+pub const MODES_ENV: &str = "CORRAL_BENCH_CGI_MODES";
+
+/// Whether `mode` runs: every mode, unless [`MODES_ENV`] names some.
+fn selected(mode: &str) -> bool {
+    match std::env::var(MODES_ENV) {
+        Ok(v) if !v.trim().is_empty() => v.split(',').any(|m| m.trim() == mode),
+        _ => true,
+    }
+}
+
 pub fn steps(opts: &Options) -> u64 {
-    let modes = 4 + usize::from(servers::gateway_available(&opts.corral));
+    let wrapped = WRAP_MODES.iter().filter(|(m, ..)| selected(m)).count();
+    let modes =
+        wrapped + usize::from(selected(mode::GATEWAY) && servers::gateway_available(&opts.corral));
     (tests(opts.level).len() * setups().len() * reps(opts.level) * modes) as u64
 }
 
@@ -320,7 +334,8 @@ fn start_stack(
             document_root: script.parent().unwrap_or(Path::new("/")).to_path_buf(),
             extra: vec![],
         };
-    for (m, as_tenant, _) in WRAP_MODES {
+    let wrap_modes: Vec<_> = WRAP_MODES.iter().filter(|(m, ..)| selected(m)).collect();
+    for &&(m, as_tenant, _) in &wrap_modes {
         for t in tenants {
             let (hello, php) = &scripts[&t.name];
             for script in [hello, php] {
@@ -347,7 +362,7 @@ fn start_stack(
             )?);
         }
     }
-    let mut modes: Vec<ModeState> = WRAP_MODES
+    let mut modes: Vec<ModeState> = wrap_modes
         .iter()
         .map(|(m, _, corral)| ModeState {
             name: m.to_string(),
@@ -355,7 +370,13 @@ fn start_stack(
             failed: None,
         })
         .collect();
-    if servers::gateway_available(&ctx.env.corral) {
+    if let Ok(v) = std::env::var(MODES_ENV) {
+        ctx.results
+            .add_note(format!("cgi: only the modes {MODES_ENV} names: {v}"));
+    }
+    if !selected(mode::GATEWAY) {
+        // Not asked for (CORRAL_BENCH_CGI_MODES).
+    } else if servers::gateway_available(&ctx.env.corral) {
         let mut failed = None;
         match servers::start_gateway(&layout, &ctx.env.corral, &ctx.env.global_args()) {
             Ok(s) => servers.push(s),

@@ -154,6 +154,7 @@ fn run(ctx: &Ctx, a: &CgiArgs) -> Result<i32, Fail> {
         announce: false,
         nfds: 3,
         attrs: None,
+        keep: false,
     };
     let control = ctx.layout.tenant(&tenant).control();
     let c = Client::connect(&control)

@@ -110,6 +110,7 @@ fn detach(ctx: &Ctx, t: &Target, a: &RunArgs, extra: Vec<(String, String)>) -> a
         announce: true,
         nfds: 3,
         attrs: None,
+        keep: false,
     };
     let c = Client::connect(&dir.control())
         .map_err(|e| anyhow::anyhow!("connect to {}: {e}", dir.control().display()))?;
