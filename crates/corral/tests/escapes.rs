@@ -2645,7 +2645,7 @@ fn private_net_drops_a_tenants_spoofed_source_address() {
         assert!(c.wait().unwrap().success(), "nft in the internet: {script}");
     };
     nft_in(&format!(
-        "table ip syns {{ chain in {{ type filter hook prerouting priority raw; tcp dport {} tcp flags syn counter }} }}\n",
+        "table ip syns {{\n chain cin {{\n  type filter hook prerouting priority raw;\n  tcp dport {} tcp flags syn counter\n }}\n}}\n",
         srv.port
     ));
     let syns = || {
@@ -2754,7 +2754,7 @@ fn private_net_retires_a_bridged_corrals_bridge_once_no_tenant_is_on_it() {
     c.stdin
         .take()
         .unwrap()
-        .write_all(format!("table inet {old_table} {{ chain input {{ type filter hook input priority filter; }} }}\n").as_bytes())
+        .write_all(format!("table inet {old_table} {{\n chain input {{\n  type filter hook input priority filter;\n }}\n}}\n").as_bytes())
         .unwrap();
     assert!(c.wait().unwrap().success());
     std::fs::create_dir_all(run_dir.join(&br)).unwrap();
