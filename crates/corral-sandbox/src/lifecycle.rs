@@ -113,7 +113,7 @@ pub struct UpOptions {
     pub init: PathBuf,
     /// cgroup parent (below the cgroup root), e.g. "corral".
     pub cgroup_parent: String,
-    /// The tenants' bridge, subnet and egress policy (`net = "private"`).
+    /// The tenants' network (routed veths), subnet and egress policy (`net = "private"`).
     pub net: crate::net::NetConfig,
 }
 
