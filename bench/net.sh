@@ -9,7 +9,7 @@
 #            TEST-NET-2: nothing leaves the machine), `h2load --h1 -n N -c C`
 #            (keep-alive) and the same with `Connection: close` (one TCP
 #            connection per request: the per-connection cost of conntrack,
-#            NAT and the bridge), from the host and from inside a private
+#            NAT and the routed veth), from the host and from inside a private
 #            sandbox (`corral run T -- h2load ...`), interleaved, median
 #            req/s of the rounds; ratio sandbox/host.
 #   memory   K idle tenants up with net = "private", then the same K with
@@ -17,18 +17,23 @@
 #            (Slab + KernelStack + PageTables + Percpu) and of
 #            MemTotal - MemAvailable (noisy on a shared machine).
 #   scale    the median `corral up` of the first 10 tenants and of the last
-#            10 of K (the bridge and the nftables rules do not grow per
-#            tenant; leases are O(1)).
+#            10 of K (the nftables rules do not grow per tenant; leases are
+#            O(1)).
+#
+# --pin runs nginx on CPU 0 and every h2load client (host and sandboxes) on
+# CPU 1 (`taskset`), so that the client and the server never share a CPU
+# and the scheduler does not move them between rounds; without it both
+# float. NET_BENCH_SKIP_MEMORY=1 measures up and rate only.
 #
 # Usage: bench/net.sh [--rounds R] [--requests N] [--concurrency C]
-#                     [--tenants K] [--corral PATH]          (as root)
+#                     [--tenants K] [--corral PATH] [--pin]     (as root)
 # Tenants are users made here (corral-n0001..., group corral-netbench, homes
 # under the work dir) and removed at the end, with the namespace, nginx and
-# every sandbox (trap on EXIT). The tenants' bridge and nftables table stay
-# (corral keeps them, like Docker's docker0).
+# every sandbox (trap on EXIT). The tenants' nftables table stays (corral
+# keeps it, like Docker's).
 set -euo pipefail
 
-R=20 N=20000 C=10 K=100 CORRAL=${CORRAL:-}
+R=20 N=20000 C=10 K=100 CORRAL=${CORRAL:-} PIN=0
 while (($#)); do
   case $1 in
     --rounds) R=$2; shift 2 ;;
@@ -36,11 +41,12 @@ while (($#)); do
     --concurrency) C=$2; shift 2 ;;
     --tenants) K=$2; shift 2 ;;
     --corral) CORRAL=$2; shift 2 ;;
+    --pin) PIN=1; shift ;;
     *) echo "net.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 [ "$(id -u)" = 0 ] || { echo "net.sh: run as root" >&2; exit 2; }
-for t in h2load nginx ip nft; do
+for t in h2load nginx ip nft taskset; do
   command -v $t >/dev/null || { echo "net.sh: $t missing (scripts/install-deps.sh)" >&2; exit 2; }
 done
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -118,7 +124,9 @@ daemon on; worker_processes 1; pid $W/nginx.pid; error_log $W/nginx.err;
 events { worker_connections 4096; }
 http { access_log off; server { listen 198.51.100.2:80 backlog=4096; root $W/www; } }
 EOF
-ip netns exec "$NS" nginx -c "$W/nginx.conf"
+SRV=() CLI=()
+if ((PIN)); then SRV=(taskset -c 0) CLI=(taskset -c 1); fi
+ip netns exec "$NS" "${SRV[@]}" nginx -c "$W/nginx.conf"
 # The same sandbox with net = "host" (same limits, seccomp, cgroup: only
 # the network differs), and the private one.
 T2=corral-n0002
@@ -129,15 +137,15 @@ profile private
 c up $T >/dev/null
 URL=http://198.51.100.2/
 rps() { awk '/^finished in/ {print $4}'; }
-log "rate: $((R / 4 > 2 ? R / 4 : 3)) rounds of h2load --h1 -n $N -c $C (keep-alive, then Connection: close with N/4)"
+log "rate (pinned: $PIN): $((R / 4 > 2 ? R / 4 : 3)) rounds of h2load --h1 -n $N -c $C (keep-alive, then Connection: close with N/4)"
 : >"$W/ka.host"; : >"$W/ka.priv"; : >"$W/cl.host"; : >"$W/cl.priv"; : >"$W/ka.sbh"; : >"$W/cl.sbh"
 for ((i = 0; i < (R / 4 > 2 ? R / 4 : 3); i++)); do
-  h2load --h1 -n "$N" -c "$C" $URL 2>&1 | rps >>"$W/ka.host"
-  c run $T -- h2load --h1 -n "$N" -c "$C" $URL 2>&1 | rps >>"$W/ka.priv"
-  h2load --h1 -n $((N / 4)) -c "$C" -H 'Connection: close' $URL 2>&1 | rps >>"$W/cl.host"
-  c run $T -- h2load --h1 -n $((N / 4)) -c "$C" -H 'Connection: close' $URL 2>&1 | rps >>"$W/cl.priv"
-  c run $T2 -- h2load --h1 -n "$N" -c "$C" $URL 2>&1 | rps >>"$W/ka.sbh"
-  c run $T2 -- h2load --h1 -n $((N / 4)) -c "$C" -H 'Connection: close' $URL 2>&1 | rps >>"$W/cl.sbh"
+  "${CLI[@]}" h2load --h1 -n "$N" -c "$C" $URL 2>&1 | rps >>"$W/ka.host"
+  c run $T -- "${CLI[@]}" h2load --h1 -n "$N" -c "$C" $URL 2>&1 | rps >>"$W/ka.priv"
+  "${CLI[@]}" h2load --h1 -n $((N / 4)) -c "$C" -H 'Connection: close' $URL 2>&1 | rps >>"$W/cl.host"
+  c run $T -- "${CLI[@]}" h2load --h1 -n $((N / 4)) -c "$C" -H 'Connection: close' $URL 2>&1 | rps >>"$W/cl.priv"
+  c run $T2 -- "${CLI[@]}" h2load --h1 -n "$N" -c "$C" $URL 2>&1 | rps >>"$W/ka.sbh"
+  c run $T2 -- "${CLI[@]}" h2load --h1 -n $((N / 4)) -c "$C" -H 'Connection: close' $URL 2>&1 | rps >>"$W/cl.sbh"
 done
 KA_H=$(median <"$W/ka.host") KA_P=$(median <"$W/ka.priv") CL_H=$(median <"$W/cl.host") CL_P=$(median <"$W/cl.priv")
 KA_S=$(median <"$W/ka.sbh") CL_S=$(median <"$W/cl.sbh")

@@ -13,7 +13,7 @@ set -euo pipefail
 BUILD=(build-essential pkg-config ca-certificates curl)
 # What corral itself runs: util-linux/procps/passwd for the sandbox plumbing,
 # iproute2 and nftables for net = "private" (the default; the tenants'
-# bridge and egress policy). The .deb depends on these too.
+# routed veths and egress policy). The .deb depends on these too.
 RUNTIME=(util-linux iproute2 procps passwd nftables)
 # The quick benchmark the demo runs: web stack, load generator, peer sandbox.
 BENCH=(nginx-light fcgiwrap nghttp2-client php-cgi php-fpm bubblewrap)

@@ -27,7 +27,7 @@ pub enum NetMode {
     /// A new network namespace holding only loopback.
     None,
     /// A new network namespace of its own, joined to the host by a veth
-    /// pair on the tenants' bridge: outbound traffic is routed and
+    /// pair routed by the host (no bridge): outbound traffic is routed and
     /// masqueraded, under an egress policy that keeps the host, other
     /// tenants and link-local (cloud metadata) addresses out of reach.
     Private,

@@ -62,7 +62,7 @@ pub struct Setup {
     /// Empty host directory the new root is built on.
     pub root: PathBuf,
     /// With net = "private" and a resolver on the host's loopback: the
-    /// address that relays DNS to it (the bridge's), which the sandbox's
+    /// address that relays DNS to it (the tenants' gateway), which the sandbox's
     /// /etc/resolv.conf names instead (crate::net).
     #[serde(default)]
     pub dns_relay: Option<std::net::Ipv4Addr>,

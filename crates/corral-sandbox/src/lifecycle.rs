@@ -114,7 +114,7 @@ pub struct UpOptions {
     pub init: PathBuf,
     /// cgroup parent (below the cgroup root), e.g. "corral".
     pub cgroup_parent: String,
-    /// The tenants' bridge, subnet and egress policy (`net = "private"`).
+    /// The tenants' network (routed veths), subnet and egress policy (`net = "private"`).
     pub net: crate::net::NetConfig,
 }
 
@@ -322,7 +322,7 @@ fn create(
     Ok(UpOutcome::Created { pid })
 }
 
-/// Join the init's new network namespace to the tenants' bridge
+/// Join the init's new network namespace to the host by a routed veth pair
 /// ([`crate::net`]); net.json says what to remove at `down`. Returns the
 /// DNS relay's address when the host's resolver is on its loopback.
 fn attach_net(
@@ -337,7 +337,7 @@ fn attach_net(
     };
     let net = crate::net::Net::new(opts.net.clone()).map_err(err)?;
     // Leases are host-wide: the owner names the state dir too (tests and
-    // several corral instances share the bridge).
+    // several corral instances share the tenants' network).
     let owner = dir.dir.display().to_string();
     let attached = crate::net::attach(&net, &owner, pid).map_err(err)?;
     if let Err(e) = write_atomic(

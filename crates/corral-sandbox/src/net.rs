@@ -1,38 +1,64 @@
 //! A network of its own per tenant (`net = "private"`): the host side.
 //!
 //! Every sandbox with `net = "private"` has its own network namespace (made
-//! by `namespaces::create`) joined to the host by a veth pair:
+//! by `namespaces::create`) joined to the host by a veth pair that is a
+//! routed point-to-point link of its own, with no bridge: the layout of the
+//! CNI `ptp` plugin (podman's and Kubernetes' point-to-point option) and of
+//! Calico's and Cilium's routed veths.
 //!
 //! ```text
-//!  tenant netns            host
-//!  eth0 10.213.x.y/16 ==== corral-N ─┐  (bridge port, "isolated on")
-//!  default via 10.213.0.1            ├─ corral-br 10.213.0.1/16 ── routing + masquerade
-//!  lo 127.0.0.1/8                    ┘  (one nftables table for every tenant)
+//!  tenant netns                         host
+//!  eth0 10.213.x.y/32 peer 10.213.0.1 ==== corral_N 10.213.0.1/32 peer 10.213.x.y
+//!  default via 10.213.0.1                  (so: route 10.213.x.y/32 dev corral_N)
+//!  lo 127.0.0.1/8                          routing + masquerade, one nftables table
 //! ```
 //!
-//! * One bridge and one nftables table (`inet corral_<bridge>`) serve every
-//!   tenant; both are made at the first `corral up` that needs them and
-//!   stay, like Docker's docker0. The rules name the bridge and fixed sets,
-//!   never a tenant: their number does not grow with the tenants.
-//! * Tenants cannot reach each other: bridge ports are isolated (no frame
-//!   goes from one isolated port to another), and what a tenant routes
-//!   through the gateway back onto the bridge is dropped.
+//! * Every host end holds the tenants' gateway address (the subnet's first)
+//!   as a /32 with the tenant's address as its peer: that one address makes
+//!   the host's /32 route to the tenant, which goes with the interface. The
+//!   tenant's eth0 holds its own /32 with the gateway as its peer, and a
+//!   default route via it. No bridge: tenants' packets never meet the bridge
+//!   layer nor `br_netfilter` (which, loaded host-wide, runs every bridged
+//!   frame through the IP hooks a second time), and there is no port limit
+//!   (a Linux bridge takes 1,024).
+//! * One nftables table (`inet <name>_routed`) serves every tenant; it is made
+//!   at the first `corral up` that needs it and stays, like Docker's. Its
+//!   rules match the host ends by one name pattern (`<name>_*`), never a
+//!   tenant: their number does not grow with the tenants.
+//! * Tenants cannot reach each other: a tenant's packet to another tenant's
+//!   address is routed by the host, and the forward chain refuses it.
+//! * Nor send as another: a packet whose source address is not routed back
+//!   out of the host end it came in by (another tenant's address, or any
+//!   other) is dropped before conntrack sees it (`fib saddr . iif oif
+//!   missing`, strict reverse-path filtering in nftables: the kernel's
+//!   per-interface `rp_filter` would be overridden by a host-wide loose
+//!   `all.rp_filter = 2`, systemd's default).
 //! * Nothing of the host is reachable: every packet a tenant sends to an
 //!   address of the host (any interface's) meets the input chain, which
 //!   lets only replies through. The host's 127.0.0.0/8 and its abstract
 //!   Unix sockets are in the host's namespace, out of reach by construction.
+//!   The host ends have no IPv6 (`disable_ipv6`).
 //! * Denied on the way out: link-local (cloud metadata 169.254.169.254),
 //!   the tenants' subnet, multicast, and the operator's `deny` list (e.g.
 //!   RFC 1918); DNS to the host's own nameservers stays allowed. The rest is
 //!   masqueraded out of the host's routes.
-//! * Per tenant, `corral up` does seven netlink requests (no exec): the
-//!   veth pair made with its peer straight in the init's namespace, the
-//!   port isolated and up, then in the tenant's namespace lo and eth0 up,
-//!   the address and the default route. A lease file (O_EXCL, at an index hashed from the
-//!   tenant, probed linearly) gives each tenant a stable address.
+//! * Per tenant, `corral up` does seven netlink requests (no exec) and two
+//!   or three sysctl writes: the veth pair made with its peer straight in
+//!   the init's namespace, the host end's sysctls, its address, up, then in
+//!   the tenant's namespace lo and eth0 up, the address and the default
+//!   route. A lease file (O_EXCL, at an index hashed from the tenant, probed
+//!   linearly) gives each tenant a stable address.
+//! * A host a bridged corral (before routed veths) ran on keeps its bridge
+//!   (`corral-br`, shards `corral-br1`...), its table `inet corral_corral_br`
+//!   and its leases for as long as one of its tenants is still on it; they
+//!   are removed at the first `corral up` that installs the routed table and
+//!   at the `down` of the last of those tenants ([`retire_bridges`]). Until
+//!   then both coexist: each table matches only its own interfaces, each
+//!   denies the whole subnet to its tenants, and no routed tenant gets an
+//!   address a bridged tenant holds.
 //!
 //! Tenants hold no capability, so they can neither change their address
-//! nor send raw frames (ARP spoofing of another tenant's address).
+//! nor send raw frames.
 
 use std::ffi::CString;
 use std::io::Write;
@@ -47,34 +73,43 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NetConfig {
-    /// The bridge every tenant's veth joins.
-    pub bridge: String,
-    /// The tenants' subnet: the bridge takes its first address (the
-    /// tenants' gateway), each tenant one of the rest.
+    /// The name of the tenants' network: the host ends of their veth pairs
+    /// are `<name>_<N>`, the nftables table is `inet <name>_routed`. Letters
+    /// and digits.
+    pub name: String,
+    /// The tenants' subnet: its first address is the tenants' gateway (on
+    /// every host end), each tenant has one of the rest.
     pub subnet: String,
     /// More destinations tenants may not reach, as CIDRs (e.g. RFC 1918:
     /// "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16").
     pub deny: Vec<String>,
     /// Where leases and the setup lock live (tmpfs: gone at reboot, with
-    /// the bridge).
+    /// the interfaces).
     pub run_dir: PathBuf,
     /// The host's resolver configuration: its non-loopback nameservers stay
     /// reachable, a loopback one gets the DNS relay.
     pub resolv_conf: PathBuf,
-    /// Tenants per bridge, at most [`PORTS_PER_BRIDGE`] (a Linux bridge
-    /// takes at most 1,024 ports); more go to `<bridge>1`, `<bridge>2`...
-    pub ports_per_bridge: u32,
+    /// A bridged corral's setting (before routed veths): the name of its
+    /// bridge, which is removed with its shards and its table once no tenant
+    /// is on it (default `corral-br`). Nothing else reads it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bridge: Option<String>,
+    /// A bridged corral's setting: its tenants per bridge, to know which
+    /// addresses its tenants still hold. Nothing else reads it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ports_per_bridge: Option<u32>,
 }
 
 impl Default for NetConfig {
     fn default() -> NetConfig {
         NetConfig {
-            bridge: "corral-br".into(),
+            name: "corral".into(),
             subnet: "10.213.0.0/16".into(),
             deny: Vec::new(),
             run_dir: PathBuf::from("/run/corral-net"),
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
-            ports_per_bridge: PORTS_PER_BRIDGE,
+            bridge: None,
+            ports_per_bridge: None,
         }
     }
 }
@@ -89,7 +124,7 @@ pub enum NetError {
     Sys(String, #[source] Errno),
     #[error("no free address left in {0}")]
     Full(String),
-    #[error("set up the tenants' bridge and firewall: {0}")]
+    #[error("set up the tenants' network and firewall: {0}")]
     HostSetup(String),
 }
 
@@ -146,6 +181,11 @@ pub struct Net {
     pub deny: Vec<Cidr>,
 }
 
+/// A bridged corral's default bridge (before routed veths).
+pub const OLD_BRIDGE: &str = "corral-br";
+/// A bridged corral's default tenants per bridge.
+const OLD_PORTS_PER_BRIDGE: u32 = 1000;
+
 impl Net {
     pub fn new(cfg: NetConfig) -> Result<Net, NetError> {
         let subnet = Cidr::parse(&cfg.subnet)?;
@@ -155,85 +195,96 @@ impl Net {
                 cfg.subnet
             )));
         }
-        // Shards are named <bridge><n>, within the kernel's 15 bytes.
-        if cfg.bridge.is_empty()
-            || cfg.bridge.len() > 10
-            || !cfg
-                .bridge
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        {
-            return Err(NetError::Config(format!(
-                "bridge {:?}: 1 to 10 of [A-Za-z0-9_-]",
-                cfg.bridge
-            )));
-        }
-        if !(1..=PORTS_PER_BRIDGE).contains(&cfg.ports_per_bridge) {
-            return Err(NetError::Config(format!(
-                "ports_per_bridge {}: from 1 to {PORTS_PER_BRIDGE}",
-                cfg.ports_per_bridge
-            )));
-        }
         let deny = cfg
             .deny
             .iter()
             .map(|s| Cidr::parse(s))
             .collect::<Result<_, _>>()?;
-        Ok(Net { cfg, subnet, deny })
+        let net = Net { cfg, subnet, deny };
+        // Letters and digits only: two names' patterns (`<name>_*`) then
+        // never match each other's interfaces, nor a bridged corral's.
+        let name = &net.cfg.name;
+        let room = 15 - 1 - (net.capacity() - 1).to_string().len();
+        if name.is_empty() || name.len() > room || !name.bytes().all(|b| b.is_ascii_alphanumeric())
+        {
+            return Err(NetError::Config(format!(
+                "name {name:?}: 1 to {room} letters or digits (the host ends are \
+                 {name}_0 to {name}_{}, at most 15 bytes)",
+                net.capacity() - 1
+            )));
+        }
+        if let Some(b) = &net.cfg.bridge {
+            if b.is_empty()
+                || b.len() > 15
+                || !b
+                    .bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+            {
+                return Err(NetError::Config(format!(
+                    "bridge {b:?} (a bridged corral's): 1 to 15 of [A-Za-z0-9_-]"
+                )));
+            }
+        }
+        if net.cfg.ports_per_bridge == Some(0) {
+            return Err(NetError::Config(
+                "ports_per_bridge (a bridged corral's): at least 1".into(),
+            ));
+        }
+        Ok(net)
     }
 
-    /// The prefix of one bridge's network: a /22 of the subnet (1,024
-    /// addresses for at most [`PORTS_PER_BRIDGE`] tenants: a Linux bridge
-    /// takes at most 1,024 ports, BR_MAX_PORTS), or the whole subnet when it
-    /// is smaller.
-    pub fn shard_prefix(&self) -> u8 {
-        self.subnet.prefix.max(22)
-    }
-    fn shards(&self) -> u32 {
-        1 << (self.shard_prefix() - self.subnet.prefix)
-    }
-    fn per_shard(&self) -> u32 {
-        ((1u32 << (32 - self.shard_prefix())) - 3).min(self.cfg.ports_per_bridge)
-    }
-    fn shard_network(&self, shard: u32) -> u32 {
-        self.subnet.network() + (shard << (32 - self.shard_prefix()))
-    }
-    /// The bridge of lease `index`: `<bridge>` for the first
-    /// [`PORTS_PER_BRIDGE`] tenants, then `<bridge>1`, `<bridge>2`...
-    pub fn bridge_of(&self, index: u32) -> String {
-        match index / self.per_shard() {
-            0 => self.cfg.bridge.clone(),
-            s => format!("{}{s}", self.cfg.bridge),
-        }
-    }
-    /// The gateway of lease `index`: its bridge's address.
-    pub fn gateway_of(&self, index: u32) -> Ipv4Addr {
-        Ipv4Addr::from(self.shard_network(index / self.per_shard()) + 1)
-    }
-    /// The first bridge's address.
+    /// The tenants' gateway: the subnet's first address, on every host end.
     pub fn gateway(&self) -> Ipv4Addr {
-        self.gateway_of(0)
+        Ipv4Addr::from(self.subnet.network() + 1)
     }
-    /// How many tenants fit.
+    /// How many tenants fit: every address but the network's, the
+    /// gateway's and the broadcast's.
     pub fn capacity(&self) -> u32 {
-        self.shards() * self.per_shard()
+        (1u32 << (32 - self.subnet.prefix)) - 3
     }
-    /// Tenant address of lease `index` (0-based): after its bridge's
-    /// network and gateway addresses.
+    /// Tenant address of lease `index` (0-based): after the gateway.
     pub fn address(&self, index: u32) -> Ipv4Addr {
-        let (shard, slot) = (index / self.per_shard(), index % self.per_shard());
-        Ipv4Addr::from(self.shard_network(shard) + 2 + slot)
+        Ipv4Addr::from(self.subnet.network() + 2 + index)
+    }
+    /// The host end of lease `index`'s veth pair: `<name>_<index>`.
+    pub fn host_if(&self, index: u32) -> String {
+        format!("{}_{index}", self.cfg.name)
+    }
+    /// The nftables pattern of every host end.
+    fn pattern(&self) -> String {
+        format!("{}_*", self.cfg.name)
     }
     fn leases(&self) -> PathBuf {
-        self.cfg.run_dir.join(&self.cfg.bridge)
+        self.cfg.run_dir.join(&self.cfg.name)
     }
     fn table(&self) -> String {
-        format!("corral_{}", self.cfg.bridge.replace('-', "_"))
+        format!("{}_routed", self.cfg.name)
+    }
+    fn old_bridge(&self) -> &str {
+        self.cfg.bridge.as_deref().unwrap_or(OLD_BRIDGE)
+    }
+    /// The address a bridged corral gave its lease `index`: its bridges had
+    /// a /22 each (or the whole subnet when smaller), `ports_per_bridge`
+    /// tenants from the /22's third address on.
+    fn old_address(&self, index: u32) -> Ipv4Addr {
+        let shard_prefix = self.subnet.prefix.max(22);
+        let per = ((1u32 << (32 - shard_prefix)) - 3)
+            .min(self.cfg.ports_per_bridge.unwrap_or(OLD_PORTS_PER_BRIDGE));
+        let shard = self.subnet.network() + ((index / per) << (32 - shard_prefix));
+        Ipv4Addr::from(shard + 2 + index % per)
+    }
+    /// The addresses a bridged corral's tenants still hold (its lease files,
+    /// `<run_dir>/<bridge>/<index>`): none once its bridges are retired.
+    fn old_addresses(&self) -> Vec<Ipv4Addr> {
+        let dir = self.cfg.run_dir.join(self.old_bridge());
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .map(|i| self.old_address(i))
+            .collect()
     }
 }
-
-/// Tenants per bridge (a Linux bridge takes at most 1,024 ports).
-pub const PORTS_PER_BRIDGE: u32 = 1000;
 
 /// What `up` made for a tenant, kept in the tenant's dir (net.json) so that
 /// `down` removes exactly that.
@@ -259,22 +310,24 @@ fn fnv(s: &str) -> u32 {
 }
 
 /// The tenant's lease: its own if it has one, else the first free index
-/// from its hash on. `owner` names the tenant across state dirs.
+/// from its hash on whose address no tenant of a bridged corral still
+/// holds. `owner` names the tenant across state dirs.
 fn lease(net: &Net, owner: &str) -> Result<(u32, PathBuf), NetError> {
     let dir = net.leases();
     std::fs::create_dir_all(&dir).map_err(io(format!("create {}", dir.display())))?;
-    // The first bridge fills first (from the tenant's hash on), then the
-    // next: a bridge is made only when the ones before are full.
-    let per = net.per_shard();
-    let start = fnv(owner) % per;
-    let order = (0..net.shards()).flat_map(|s| (0..per).map(move |i| s * per + (start + i) % per));
-    for index in order {
+    let old = net.old_addresses();
+    let cap = net.capacity();
+    let start = fnv(owner) % cap;
+    for index in (0..cap).map(|i| (start + i) % cap) {
         let p = dir.join(index.to_string());
         match std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&p)
         {
+            Ok(_) if old.contains(&net.address(index)) => {
+                let _ = std::fs::remove_file(&p);
+            }
             Ok(mut f) => {
                 f.write_all(owner.as_bytes())
                     .map_err(io(format!("write {}", p.display())))?;
@@ -292,48 +345,31 @@ fn lease(net: &Net, owner: &str) -> Result<(u32, PathBuf), NetError> {
     Err(NetError::Full(net.cfg.subnet.clone()))
 }
 
-/// The host end's name for lease `index`: `corral-N` on the default
-/// bridge, else prefixed with a hash of the bridge's name, so that two
-/// configurations on one host (a test's or a benchmark's own bridge next to
-/// the operator's) never name two tenants' pairs alike. At most 15 bytes
-/// (IFNAMSIZ - 1).
-fn host_if_name(net: &Net, index: u32) -> String {
-    if net.cfg.bridge == NetConfig::default().bridge {
-        format!("corral-{index}")
-    } else {
-        format!("c{:05x}-{index}", fnv(&net.cfg.bridge) & 0xf_ffff)
-    }
-}
-
-/// Whether the interface `name` is a port of the bridge `bridge`.
-fn is_port_of(name: &str, bridge: &str) -> bool {
+/// The bridge the interface `name` is a port of, if any.
+fn master_of(name: &str) -> Option<String> {
     std::fs::read_link(Path::new("/sys/class/net").join(name).join("master"))
         .ok()
-        .and_then(|t| t.file_name().map(|n| n == bridge))
-        .unwrap_or(false)
+        .and_then(|t| Some(t.file_name()?.to_str()?.to_string()))
 }
 
 /// Attach the network namespace of `pid` (new, holding only lo) to the
-/// tenants' bridge: make the bridge and firewall at first use, lease an
-/// address, create the veth pair and configure both ends. On failure,
-/// nothing of the tenant's stays (the bridge and the table do).
+/// host: install the firewall at first use, lease an address, create the
+/// veth pair and configure both ends. On failure, nothing of the tenant's
+/// stays (the table does).
 pub fn attach(net: &Net, owner: &str, pid: i32) -> Result<Attached, NetError> {
-    ensure_host(net)?;
+    let relay = ensure_host(net)?;
     let (index, lease_path) = lease(net, owner)?;
     let a = Attached {
-        host_if: host_if_name(net, index),
+        host_if: net.host_if(index),
         address: net.address(index),
-        gateway: net.gateway_of(index),
+        gateway: net.gateway(),
         lease: lease_path,
     };
-    let bridge = net.bridge_of(index);
-    let plugged = ensure_bridge(net, &bridge, a.gateway).and_then(|()| plug(net, &a, &bridge, pid));
-    match plugged {
+    let mut made = false;
+    match plug(&a, pid, relay, &mut made) {
         Ok(()) => Ok(a),
         Err(e) => {
-            // What this attach made; an interface of that name on another
-            // bridge (another configuration's tenant) stays.
-            if is_port_of(&a.host_if, &bridge) {
+            if made {
                 detach(&a);
             } else {
                 let _ = std::fs::remove_file(&a.lease);
@@ -343,30 +379,52 @@ pub fn attach(net: &Net, owner: &str, pid: i32) -> Result<Attached, NetError> {
     }
 }
 
-/// Remove what [`attach`] made for a tenant. The veth pair goes with the
-/// tenant's namespace anyway, but asynchronously: deleted here so that the
-/// next `up` finds its name free.
+/// Remove what [`attach`] made for a tenant: the veth pair (its address and
+/// route go with it) and the lease. The pair goes with the tenant's
+/// namespace anyway, but asynchronously: deleted here so that the next `up`
+/// finds its name free. A tenant a bridged corral attached (its host end a
+/// port of that corral's bridge) is removed the same way, and when it was
+/// the last on its bridge, the bridges and their table go too.
 pub fn detach(a: &Attached) {
+    let old_bridge = master_of(&a.host_if);
     if let Ok(mut nl) = Netlink::open() {
-        let mut m = Msg::new(libc::RTM_DELLINK, 0);
-        m.ifinfo(libc::AF_UNSPEC as u8, 0, 0, 0);
-        m.attr_str(libc::IFLA_IFNAME, &a.host_if);
-        let _ = nl.request(m);
+        let _ = nl.request(del_link(&a.host_if));
     }
     let _ = std::fs::remove_file(&a.lease);
+    // A bridged corral's lease: <run_dir>/<bridge>/<index>.
+    if old_bridge.is_some() {
+        if let (Some(dir), Some(bridge)) = (
+            a.lease.parent().and_then(Path::parent),
+            a.lease
+                .parent()
+                .and_then(Path::file_name)
+                .and_then(|n| n.to_str()),
+        ) {
+            let _ = retire_bridges(dir, bridge);
+        }
+    }
 }
 
-fn plug(net: &Net, a: &Attached, bridge_name: &str, pid: i32) -> Result<(), NetError> {
+fn del_link(name: &str) -> Msg {
+    let mut m = Msg::new(libc::RTM_DELLINK, 0);
+    m.ifinfo(libc::AF_UNSPEC as u8, 0, 0, 0);
+    m.attr_str(libc::IFLA_IFNAME, name);
+    m
+}
+
+/// Write a sysctl of one interface (`/proc/sys/net/<family>/conf/<if>/<key>`).
+fn set_conf(family: &str, ifname: &str, key: &str, value: &str) -> std::io::Result<()> {
+    std::fs::write(format!("/proc/sys/net/{family}/conf/{ifname}/{key}"), value)
+}
+
+fn plug(a: &Attached, pid: i32, relay: bool, made: &mut bool) -> Result<(), NetError> {
     let mut host = Netlink::open().map_err(sys("open a netlink socket"))?;
-    let bridge = ifindex(bridge_name)
-        .ok_or_else(|| NetError::HostSetup(format!("bridge {bridge_name} vanished")))?;
     let make = |host: &mut Netlink| {
         let mut m = Msg::new(libc::RTM_NEWLINK, libc::NLM_F_CREATE | libc::NLM_F_EXCL);
         // Up only once both ends exist (a veth without its peer refuses
         // to open: ENOTCONN).
         m.ifinfo(libc::AF_UNSPEC as u8, 0, 0, 0);
         m.attr_str(libc::IFLA_IFNAME, &a.host_if);
-        m.attr_u32(libc::IFLA_MASTER, bridge);
         let info = m.nest(libc::IFLA_LINKINFO);
         m.attr_str(libc::IFLA_INFO_KIND, "veth");
         let data = m.nest(libc::IFLA_INFO_DATA);
@@ -381,36 +439,53 @@ fn plug(net: &Net, a: &Attached, bridge_name: &str, pid: i32) -> Result<(), NetE
     };
     match make(&mut host) {
         // A pair of an earlier sandbox of this lease whose namespace the
-        // kernel has not destroyed yet: remove it, then again. Only a port
-        // of this bridge: an interface of that name elsewhere is not ours.
-        Err(Errno::EEXIST) if is_port_of(&a.host_if, bridge_name) => {
-            let mut m = Msg::new(libc::RTM_DELLINK, 0);
-            m.ifinfo(libc::AF_UNSPEC as u8, 0, 0, 0);
-            m.attr_str(libc::IFLA_IFNAME, &a.host_if);
-            let _ = host.request(m);
+        // kernel has not destroyed yet (the name is the lease's, which is
+        // this tenant's now): remove it, then again. Never a bridge or a
+        // bridge's port.
+        Err(Errno::EEXIST)
+            if master_of(&a.host_if).is_none()
+                && !Path::new("/sys/class/net")
+                    .join(&a.host_if)
+                    .join("bridge")
+                    .exists() =>
+        {
+            let _ = host.request(del_link(&a.host_if));
             make(&mut host)
         }
         r => r,
     }
     .map_err(sys(format!("create the veth pair {}", a.host_if)))?;
+    *made = true;
     let host_index = ifindex(&a.host_if)
         .ok_or_else(|| NetError::HostSetup(format!("{} vanished", a.host_if)))?;
-    // `bridge link set dev corral-N isolated on`.
-    let mut m = Msg::new(libc::RTM_SETLINK, 0);
-    m.ifinfo(libc::AF_BRIDGE as u8, host_index, 0, 0);
-    let p = m.nest(libc::IFLA_PROTINFO);
-    m.attr_u8(IFLA_BRPORT_ISOLATED, 1);
-    m.end(p);
-    host.request(m)
-        .map_err(sys(format!("isolate bridge port {}", a.host_if)))?;
-    let mut m = Msg::new(libc::RTM_NEWLINK, 0);
-    m.ifinfo(
-        libc::AF_UNSPEC as u8,
-        host_index,
-        libc::IFF_UP as u32,
-        libc::IFF_UP as u32,
-    );
-    host.request(m)
+    // No IPv6 on the host end: tenants get none, and the host keeps no
+    // link-local address there for them to reach (absent when the host has
+    // IPv6 off altogether).
+    match set_conf("ipv6", &a.host_if, "disable_ipv6", "1") {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(io(format!("disable IPv6 on {}", a.host_if))(e))
+        }
+        _ => {}
+    }
+    // With the DNS relay, packets from the tenant may be routed to 127/8
+    // (its DNAT target); the input chain admits only those.
+    if relay {
+        set_conf("ipv4", &a.host_if, "route_localnet", "1").map_err(io(format!(
+            "set route_localnet on {} (the DNS relay)",
+            a.host_if
+        )))?;
+    }
+    // `ip addr add <gateway>/32 peer <tenant> dev <host_if>`: the /32 route
+    // to the tenant comes with it.
+    let mut m = Msg::new(libc::RTM_NEWADDR, libc::NLM_F_CREATE | libc::NLM_F_EXCL);
+    m.ifaddr(32, host_index);
+    m.attr(libc::IFA_LOCAL, &a.gateway.octets());
+    m.attr(libc::IFA_ADDRESS, &a.address.octets());
+    host.request(m).map_err(sys(format!(
+        "add {} peer {} to {}",
+        a.gateway, a.address, a.host_if
+    )))?;
+    host.request(set_up(host_index))
         .map_err(sys(format!("set {} up", a.host_if)))?;
 
     // The tenant's side, on a netlink socket made in its namespace.
@@ -422,26 +497,16 @@ fn plug(net: &Net, a: &Attached, bridge_name: &str, pid: i32) -> Result<(), NetE
     .map_err(sys(format!(
         "open a netlink socket in the network namespace of pid {pid}"
     )))?;
-    let mut m = Msg::new(libc::RTM_NEWLINK, 0);
-    m.ifinfo(
-        libc::AF_UNSPEC as u8,
-        LO_INDEX,
-        libc::IFF_UP as u32,
-        libc::IFF_UP as u32,
-    );
-    inner.request(m).map_err(sys("set lo up"))?;
-    let mut m = Msg::new(libc::RTM_NEWLINK, 0);
-    m.ifinfo(
-        libc::AF_UNSPEC as u8,
-        eth0,
-        libc::IFF_UP as u32,
-        libc::IFF_UP as u32,
-    );
-    inner.request(m).map_err(sys("set the tenant's eth0 up"))?;
+    inner.request(set_up(LO_INDEX)).map_err(sys("set lo up"))?;
+    inner
+        .request(set_up(eth0))
+        .map_err(sys("set the tenant's eth0 up"))?;
+    // `ip addr add <tenant>/32 peer <gateway> dev eth0`: the gateway is on
+    // the link, nothing else is.
     let mut m = Msg::new(libc::RTM_NEWADDR, libc::NLM_F_CREATE | libc::NLM_F_EXCL);
-    m.ifaddr(net.shard_prefix(), eth0);
+    m.ifaddr(32, eth0);
     m.attr(libc::IFA_LOCAL, &a.address.octets());
-    m.attr(libc::IFA_ADDRESS, &a.address.octets());
+    m.attr(libc::IFA_ADDRESS, &a.gateway.octets());
     inner
         .request(m)
         .map_err(sys(format!("add {} to the tenant's eth0", a.address)))?;
@@ -455,11 +520,21 @@ fn plug(net: &Net, a: &Attached, bridge_name: &str, pid: i32) -> Result<(), NetE
     Ok(())
 }
 
+/// `ip link set <index> up`.
+fn set_up(index: u32) -> Msg {
+    let mut m = Msg::new(libc::RTM_NEWLINK, 0);
+    m.ifinfo(
+        libc::AF_UNSPEC as u8,
+        index,
+        libc::IFF_UP as u32,
+        libc::IFF_UP as u32,
+    );
+    m
+}
+
 /// lo is ifindex 1 in every network namespace.
 const LO_INDEX: u32 = 1;
 const VETH_INFO_PEER: u16 = 1;
-/// linux/if_link.h (not in libc).
-const IFLA_BRPORT_ISOLATED: u16 = 33;
 
 fn ifindex(name: &str) -> Option<u32> {
     let c = CString::new(name).ok()?;
@@ -497,55 +572,50 @@ fn in_netns<T>(pid: i32, f: impl FnOnce() -> Result<T, Errno>) -> Result<T, Errn
 
 // ------------------------------------------------------------ the host side
 
-/// The bridge and the nftables table, made under a host-wide lock when the
-/// bridge is not up or the rules installed last (kept in
-/// `<run_dir>/<bridge>.nft`) differ from the configuration's; the bridge
-/// is set up last, so a bridge that is up means both are there (each step
-/// is idempotent: a setup cut short is finished by the next).
-fn ensure_host(net: &Net) -> Result<(), NetError> {
-    let br = &net.cfg.bridge;
+/// The nftables table, installed under a host-wide lock when the rules
+/// installed last (kept in `<run_dir>/<name>.nft`) differ from the
+/// configuration's (at the first `up` after a boot or an upgrade, or when
+/// the host's resolver changed). Returns whether DNS is relayed to a
+/// resolver on the host's loopback.
+fn ensure_host(net: &Net) -> Result<bool, NetError> {
     let relay = loopback_nameserver(&net.cfg.resolv_conf);
     let rules = ruleset(net, &host_nameservers(&net.cfg.resolv_conf), relay);
-    let installed = net.cfg.run_dir.join(format!("{br}.nft"));
-    let ready =
-        || is_up(br) && std::fs::read_to_string(&installed).ok().as_deref() == Some(rules.as_str());
+    let installed = net.cfg.run_dir.join(format!("{}.nft", net.cfg.name));
+    let ready = || std::fs::read_to_string(&installed).ok().as_deref() == Some(rules.as_str());
     if ready() {
-        return Ok(());
+        return Ok(relay.is_some());
     }
     std::fs::create_dir_all(&net.cfg.run_dir)
         .map_err(io(format!("create {}", net.cfg.run_dir.display())))?;
-    let _lock = setup_lock(net)?;
+    let lock = setup_lock(&net.cfg.run_dir)?;
     if ready() {
-        return Ok(());
+        return Ok(relay.is_some());
     }
-    run("nft", &["-f", "-"], Some(&rules))?;
-    std::fs::write(&installed, &rules).map_err(io(format!("write {}", installed.display())))?;
     std::fs::write("/proc/sys/net/ipv4/ip_forward", "1")
         .map_err(io("enable IPv4 forwarding (net.ipv4.ip_forward)"))?;
-    // Every bridge already made is set up again (its address, the relay's
-    // route_localnet), the first one last: up means ready.
-    for s in 1..net.shards() {
-        let index = s * net.per_shard();
-        let b = net.bridge_of(index);
-        if Path::new("/sys/class/net").join(&b).exists() {
-            setup_bridge(net, &b, net.gateway_of(index), relay.is_some())?;
+    run("nft", &["-f", "-"], Some(&rules))?;
+    // The host ends already up follow a change of the relay.
+    let prefix = format!("{}_", net.cfg.name);
+    if let Ok(rd) = std::fs::read_dir("/sys/class/net") {
+        for e in rd.flatten() {
+            if let Some(n) = e.file_name().to_str().filter(|n| n.starts_with(&prefix)) {
+                let v = if relay.is_some() { "1" } else { "0" };
+                let _ = set_conf("ipv4", n, "route_localnet", v);
+            }
         }
     }
-    setup_bridge(net, br, net.gateway(), relay.is_some())
+    std::fs::write(&installed, &rules).map_err(io(format!("write {}", installed.display())))?;
+    drop(lock);
+    // What a bridged corral left, unless its tenants are still on it.
+    retire_bridges(&net.cfg.run_dir, net.old_bridge())?;
+    Ok(relay.is_some())
 }
 
-/// Whether interface `name` exists and is up.
-fn is_up(name: &str) -> bool {
-    std::fs::read_to_string(format!("/sys/class/net/{name}/flags"))
-        .ok()
-        .and_then(|s| u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok())
-        .is_some_and(|f| f & libc::IFF_UP as u32 != 0)
-}
-
-/// The host-wide lock around making bridges and installing the rules
-/// (`<run_dir>/setup.lock`), held until dropped.
-fn setup_lock(net: &Net) -> Result<nix::fcntl::Flock<std::fs::File>, NetError> {
-    let lock_path = net.cfg.run_dir.join("setup.lock");
+/// The host-wide lock around installing the rules and removing a bridged
+/// corral's bridges (`<run_dir>/setup.lock`, the bridged corral's too),
+/// held until dropped.
+fn setup_lock(run_dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, NetError> {
+    let lock_path = run_dir.join("setup.lock");
     let f = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -556,44 +626,62 @@ fn setup_lock(net: &Net) -> Result<nix::fcntl::Flock<std::fs::File>, NetError> {
         .map_err(|(_, e)| NetError::Sys(format!("lock {}", lock_path.display()), e))
 }
 
-/// A bridge of the tenants (a shard), made under the setup lock when it
-/// does not exist yet (the first one is made by [`ensure_host`]).
-fn ensure_bridge(net: &Net, bridge: &str, gateway: Ipv4Addr) -> Result<(), NetError> {
-    if is_up(bridge) {
-        return Ok(());
-    }
-    let _lock = setup_lock(net)?;
-    if is_up(bridge) {
-        return Ok(());
-    }
-    let relay = loopback_nameserver(&net.cfg.resolv_conf).is_some();
-    setup_bridge(net, bridge, gateway, relay)
+/// A bridged corral's bridges on this host: `<bridge>` and its shards
+/// `<bridge>1`, `<bridge>2`...
+fn old_bridges(bridge: &str) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir("/sys/class/net") else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|n| {
+            n.strip_prefix(bridge)
+                .is_some_and(|rest| rest.bytes().all(|b| b.is_ascii_digit()))
+                && Path::new("/sys/class/net").join(n).join("bridge").exists()
+        })
+        .collect()
 }
 
-/// Make (if needed) and configure one bridge: no IPv6, exactly its
-/// gateway address on its /22, route_localnet for the DNS relay, up.
-fn setup_bridge(net: &Net, br: &str, gateway: Ipv4Addr, relay: bool) -> Result<(), NetError> {
-    if !Path::new("/sys/class/net").join(br).exists() {
-        run("ip", &["link", "add", br, "type", "bridge"], None)?;
+/// Remove what a bridged corral (before routed veths) left, under the
+/// setup lock: each of its bridges that no tenant is on (no port), and
+/// once none is left, its nftables table (`inet corral_<bridge>`), its
+/// rules file and its leases. While a tenant of it is still up, its bridge
+/// and table stay and keep serving it (its rules name only its bridges).
+pub fn retire_bridges(run_dir: &Path, bridge: &str) -> Result<(), NetError> {
+    let table = format!("corral_{}", bridge.replace('-', "_"));
+    let rules = run_dir.join(format!("{bridge}.nft"));
+    let bridges = old_bridges(bridge);
+    if bridges.is_empty() && !rules.exists() {
+        return Ok(());
     }
-    // No IPv6 on the bridge: tenants get none, and the host keeps no
-    // link-local address there for them to reach.
-    let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{br}/disable_ipv6"), "1");
-    // Exactly one address: an older one with another prefix (the whole
-    // subnet, before bridges were sharded) would route other shards' replies
-    // here.
-    run("ip", &["-4", "addr", "flush", "dev", br], None)?;
-    let gw = format!("{gateway}/{}", net.shard_prefix());
-    run("ip", &["addr", "add", &gw, "dev", br], None)?;
-    // With a relay, packets from the bridge may be routed to 127/8 (its
-    // DNAT target); the input chain admits only those.
-    let localnet = if relay { "1" } else { "0" };
-    std::fs::write(
-        format!("/proc/sys/net/ipv4/conf/{br}/route_localnet"),
-        localnet,
-    )
-    .map_err(io("set route_localnet on the bridge (the DNS relay)"))?;
-    run("ip", &["link", "set", br, "up"], None)
+    let _lock = setup_lock(run_dir)?;
+    let mut left = 0;
+    for b in old_bridges(bridge) {
+        let ports = std::fs::read_dir(Path::new("/sys/class/net").join(&b).join("brif"))
+            .map(|rd| rd.count())
+            .unwrap_or(0);
+        if ports > 0 {
+            left += 1;
+            continue;
+        }
+        let mut nl = Netlink::open().map_err(sys("open a netlink socket"))?;
+        match nl.request(del_link(&b)) {
+            Ok(()) | Err(Errno::ENODEV) => {}
+            Err(e) => return Err(sys(format!("remove the old bridge {b}"))(e)),
+        }
+    }
+    if left == 0 {
+        run(
+            "nft",
+            &["-f", "-"],
+            Some(&format!(
+                "table inet {table} {{}}\ndelete table inet {table}\n"
+            )),
+        )?;
+        let _ = std::fs::remove_file(&rules);
+        let _ = std::fs::remove_dir_all(run_dir.join(bridge));
+    }
+    Ok(())
 }
 
 /// Where `prog` is among the system's program directories. Not looked up
@@ -650,9 +738,10 @@ pub fn host_nameservers(resolv_conf: &Path) -> Vec<Ipv4Addr> {
 
 /// The host's first nameserver on its loopback (systemd-resolved's
 /// 127.0.0.53, a local dnsmasq or unbound), which a tenant's namespace cannot
-/// reach: DNS sent to the bridge's address is relayed there (DNAT, with
-/// `route_localnet` on the bridge), and the sandbox's /etc/resolv.conf names
-/// the bridge's address instead ([`relay_resolv_conf`]).
+/// reach: DNS sent to the tenants' gateway address is relayed there (DNAT,
+/// with `route_localnet` on the host ends), and the sandbox's
+/// /etc/resolv.conf names the gateway's address instead
+/// ([`relay_resolv_conf`]).
 pub fn loopback_nameserver(resolv_conf: &Path) -> Option<Ipv4Addr> {
     resolv_nameservers(resolv_conf)
         .into_iter()
@@ -697,6 +786,13 @@ pub fn relay_resolv_conf(text: &str, relay: Ipv4Addr) -> Option<String> {
 
 /// The one nftables table of all tenants (replaced whole, atomically).
 ///
+/// The `source` chain (prerouting, at the raw priority: before conntrack
+/// looks at the packet) drops what a tenant sends with a source address
+/// that is not routed back out of the host end it came in by: strict
+/// reverse-path filtering, so no tenant sends as another (nor touches
+/// another's conntrack entries). The host ends are point-to-point links
+/// with one /32 route each, so the lookup is exact.
+///
 /// The forward chain starts with `ct state established accept`: every packet
 /// of a flow after its first (nearly all of them: keep-alive requests and
 /// their answers, in both directions) is accepted after one conntrack state
@@ -712,8 +808,8 @@ pub fn relay_resolv_conf(text: &str, relay: Ipv4Addr) -> Option<String> {
 /// they end, as in any stateful firewall.
 pub fn ruleset(net: &Net, nameservers: &[Ipv4Addr], relay_to: Option<Ipv4Addr>) -> String {
     let t = net.table();
-    // Every bridge: the first and its shards (<bridge>1, <bridge>2...).
-    let br = format!("{}*", net.cfg.bridge);
+    // Every tenant's host end.
+    let p = net.pattern();
     let mut deny: Vec<String> = vec![
         "0.0.0.0/8".into(),
         "127.0.0.0/8".into(),
@@ -727,21 +823,21 @@ pub fn ruleset(net: &Net, nameservers: &[Ipv4Addr], relay_to: Option<Ipv4Addr>) 
     } else {
         let list: Vec<String> = nameservers.iter().map(|a| a.to_string()).collect();
         format!(
-            "    iifname \"{br}\" ip daddr {{ {} }} meta l4proto {{ tcp, udp }} th dport 53 accept\n",
+            "    iifname \"{p}\" ip daddr {{ {} }} meta l4proto {{ tcp, udp }} th dport 53 accept\n",
             list.join(", ")
         )
     };
-    // DNS to the bridge's address, relayed to the host's loopback resolver.
+    // DNS to the gateway's address, relayed to the host's loopback resolver.
     let (relay_in, relay_nat) = match relay_to {
         None => (String::new(), String::new()),
         Some(to) => (
             format!(
-                "    iifname \"{br}\" ct status dnat meta l4proto {{ tcp, udp }} th dport 53 accept\n"
+                "    iifname \"{p}\" ct status dnat meta l4proto {{ tcp, udp }} th dport 53 accept\n"
             ),
             format!(
                 "  chain prerouting {{
     type nat hook prerouting priority dstnat; policy accept;
-    iifname \"{br}\" fib daddr type local meta l4proto {{ tcp, udp }} th dport 53 dnat ip to {to}
+    iifname \"{p}\" fib daddr type local meta l4proto {{ tcp, udp }} th dport 53 dnat ip to {to}
   }}
 "
             ),
@@ -755,25 +851,29 @@ table inet {t} {{
     type ipv4_addr; flags interval; auto-merge
     elements = {{ {deny} }}
   }}
+  chain source {{
+    type filter hook prerouting priority raw; policy accept;
+    iifname \"{p}\" fib saddr . iif oif missing drop
+  }}
   chain input {{
     type filter hook input priority filter; policy accept;
-    iifname \"{br}\" ct state established,related accept
-{relay_in}    iifname \"{br}\" reject with icmpx type admin-prohibited
+    iifname \"{p}\" ct state established,related accept
+{relay_in}    iifname \"{p}\" reject with icmpx type admin-prohibited
   }}
 {relay_nat}
   chain forward {{
     type filter hook forward priority filter; policy accept;
     ct state established accept
-    iifname \"{br}\" oifname \"{br}\" reject with icmpx type admin-prohibited
-{dns}    iifname \"{br}\" ip daddr @deny4 reject with icmpx type admin-prohibited
-    iifname \"{br}\" meta nfproto ipv6 reject with icmpx type admin-prohibited
-    iifname \"{br}\" accept
-    oifname \"{br}\" ct state established,related accept
-    oifname \"{br}\" drop
+    iifname \"{p}\" oifname \"{p}\" reject with icmpx type admin-prohibited
+{dns}    iifname \"{p}\" ip daddr @deny4 reject with icmpx type admin-prohibited
+    iifname \"{p}\" meta nfproto ipv6 reject with icmpx type admin-prohibited
+    iifname \"{p}\" accept
+    oifname \"{p}\" ct state established,related accept
+    oifname \"{p}\" drop
   }}
   chain postrouting {{
     type nat hook postrouting priority srcnat; policy accept;
-    ip saddr {subnet} oifname != \"{br}\" masquerade
+    ip saddr {subnet} oifname != \"{p}\" masquerade
   }}
 }}
 ",
@@ -932,9 +1032,6 @@ impl Msg {
     fn attr_u32(&mut self, ty: u16, v: u32) {
         self.attr(ty, &v.to_ne_bytes());
     }
-    fn attr_u8(&mut self, ty: u16, v: u8) {
-        self.attr(ty, &[v]);
-    }
     /// Start a nested attribute; [`Msg::end`] sets its length.
     fn nest(&mut self, ty: u16) -> usize {
         self.pad();
@@ -955,27 +1052,28 @@ impl Msg {
 mod tests {
     use super::*;
 
+    fn named(name: &str) -> Net {
+        Net::new(NetConfig {
+            name: name.into(),
+            ..NetConfig::default()
+        })
+        .unwrap()
+    }
+
     #[test]
-    fn host_interface_names_differ_between_bridges_and_fit_ifnamsiz() {
+    fn host_interface_names_differ_between_networks_and_fit_ifnamsiz() {
         let default = Net::new(NetConfig::default()).unwrap();
-        assert_eq!(host_if_name(&default, 7), "corral-7");
-        let other = |bridge: &str| {
-            Net::new(NetConfig {
-                bridge: bridge.into(),
-                ..NetConfig::default()
-            })
-            .unwrap()
-        };
-        let (a, b) = (other("ctest-br"), other("cbench-br"));
-        assert_ne!(host_if_name(&a, 7), host_if_name(&default, 7));
-        assert_ne!(host_if_name(&a, 7), host_if_name(&b, 7));
-        let last = a.capacity() - 1;
-        assert!(
-            host_if_name(&a, last).len() <= 15,
-            "{}",
-            host_if_name(&a, last)
-        );
-        assert!(host_if_name(&default, last).len() <= 15);
+        assert_eq!(default.host_if(7), "corral_7");
+        let (a, b) = (named("ctest"), named("cbench"));
+        assert_ne!(a.host_if(7), default.host_if(7));
+        assert_ne!(a.host_if(7), b.host_if(7));
+        let last = default.capacity() - 1;
+        assert_eq!(default.host_if(last), "corral_65532");
+        assert!(named("corral123").host_if(last).len() <= 15);
+        // Names are letters and digits: no name's pattern matches another
+        // name's host ends, nor a bridged corral's (corral-br, corral-7).
+        assert_eq!(default.pattern(), "corral_*");
+        assert_eq!(default.table(), "corral_routed");
     }
 
     #[test]
@@ -983,16 +1081,10 @@ mod tests {
         let net = Net::new(NetConfig::default()).unwrap();
         assert_eq!(net.gateway(), Ipv4Addr::new(10, 213, 0, 1));
         assert_eq!(net.address(0), Ipv4Addr::new(10, 213, 0, 2));
-        // 64 bridges of 1,000 tenants, each on its own /22.
-        assert_eq!(net.capacity(), 64_000);
-        assert_eq!(net.address(999), Ipv4Addr::new(10, 213, 3, 233));
-        assert_eq!(net.bridge_of(999), "corral-br");
-        assert_eq!(net.address(1000), Ipv4Addr::new(10, 213, 4, 2));
-        assert_eq!(net.gateway_of(1000), Ipv4Addr::new(10, 213, 4, 1));
-        assert_eq!(net.bridge_of(1000), "corral-br1");
-        assert_eq!(net.bridge_of(63_999), "corral-br63");
-        assert_eq!(net.address(63_999), Ipv4Addr::new(10, 213, 255, 233));
-        // A subnet smaller than a /22 is one bridge.
+        // One routed /32 each, no bridge and no /22 shards: the whole /16.
+        assert_eq!(net.capacity(), 65_533);
+        assert_eq!(net.address(1000), Ipv4Addr::new(10, 213, 3, 234));
+        assert_eq!(net.address(65_532), Ipv4Addr::new(10, 213, 255, 254));
         let small = Net::new(NetConfig {
             subnet: "10.9.0.0/24".into(),
             ..NetConfig::default()
@@ -1000,25 +1092,44 @@ mod tests {
         .unwrap();
         assert_eq!(small.capacity(), 253);
         assert_eq!(small.address(252), Ipv4Addr::new(10, 9, 0, 254));
-        assert_eq!(small.bridge_of(252), "corral-br");
+        // What a bridged corral gave: 1,000 tenants per /22.
+        assert_eq!(net.old_address(999), Ipv4Addr::new(10, 213, 3, 233));
+        assert_eq!(net.old_address(1000), Ipv4Addr::new(10, 213, 4, 2));
     }
 
     #[test]
     fn bad_configs_are_refused() {
-        for (subnet, bridge) in [
-            ("10.213.0.0", "corral-br"),
-            ("10.213.0.0/30", "corral-br"),
-            ("10.213.0.0/16", "a-bridge-name-too-long"),
-            ("10.213.0.0/16", "br;x"),
-            ("300.1.0.0/16", "corral-br"),
+        for (subnet, name) in [
+            ("10.213.0.0", "corral"),
+            ("10.213.0.0/30", "corral"),
+            ("10.213.0.0/16", "toolongname"),
+            ("10.0.0.0/8", "corral123"),
+            ("10.213.0.0/16", "cor-ral"),
+            ("10.213.0.0/16", "cor_ral"),
+            ("10.213.0.0/16", ""),
+            ("300.1.0.0/16", "corral"),
         ] {
             let cfg = NetConfig {
                 subnet: subnet.into(),
-                bridge: bridge.into(),
+                name: name.into(),
                 ..NetConfig::default()
             };
-            assert!(Net::new(cfg).is_err(), "{subnet} {bridge}");
+            assert!(Net::new(cfg).is_err(), "{subnet} {name}");
         }
+        let e = Net::new(NetConfig {
+            name: "corral-x".into(),
+            ..NetConfig::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("letters or digits") && e.contains("corral-x_0"),
+            "{e}"
+        );
+        // A bridged corral's network.toml still reads.
+        let old: NetConfig =
+            serde_json::from_str(r#"{"bridge": "corral-br", "ports_per_bridge": 500}"#).unwrap();
+        assert!(Net::new(old).is_ok());
     }
 
     #[test]
@@ -1044,6 +1155,34 @@ mod tests {
     }
 
     #[test]
+    fn leases_skip_the_addresses_a_bridged_corrals_tenants_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let net = Net::new(NetConfig {
+            subnet: "10.213.0.0/28".into(),
+            run_dir: dir.path().into(),
+            ..NetConfig::default()
+        })
+        .unwrap();
+        // Its tenants at its leases 0..=5 (10.213.0.2-7) are still up.
+        let old = dir.path().join(OLD_BRIDGE);
+        std::fs::create_dir_all(&old).unwrap();
+        for i in 0..6 {
+            std::fs::write(old.join(i.to_string()), "/old/tenant").unwrap();
+        }
+        let mut got = Vec::new();
+        while let Ok((i, _)) = lease(&net, &format!("/run/corral/t{}", got.len())) {
+            got.push(net.address(i));
+        }
+        assert_eq!(got.len() as u32, net.capacity() - 6);
+        for a in &got {
+            assert!(
+                u32::from(*a) >= u32::from(Ipv4Addr::new(10, 213, 0, 8)),
+                "{a}"
+            );
+        }
+    }
+
+    #[test]
     fn the_ruleset_names_no_tenant_and_denies_metadata() {
         let net = Net::new(NetConfig {
             deny: vec!["192.168.0.0/16".into()],
@@ -1055,7 +1194,7 @@ mod tests {
         let r2 = ruleset(&net, &[], Some(Ipv4Addr::new(127, 0, 0, 53)));
         assert!(
             r2.contains(
-                "iifname \"corral-br*\" fib daddr type local meta l4proto { tcp, udp } th dport 53 dnat ip to 127.0.0.53"
+                "iifname \"corral_*\" fib daddr type local meta l4proto { tcp, udp } th dport 53 dnat ip to 127.0.0.53"
             ),
             "{r2}"
         );
@@ -1063,7 +1202,14 @@ mod tests {
         assert!(r.contains("169.254.0.0/16"));
         assert!(r.contains("10.213.0.0/16, 192.168.0.0/16"));
         assert!(r.contains("ip daddr { 10.255.255.53 }"));
-        assert!(r.contains("table inet corral_corral_br {\n"));
+        assert!(r.contains("table inet corral_routed {\n"));
+        // Anti-spoofing before conntrack: strict reverse path per host end.
+        let src = r.split("chain source {").nth(1).unwrap();
+        assert!(src.contains("hook prerouting priority raw"), "{src}");
+        assert!(
+            src.contains("iifname \"corral_*\" fib saddr . iif oif missing drop"),
+            "{src}"
+        );
         // Established flows are accepted first, by a rule that names no
         // interface; the isolation rules follow for every new flow.
         let fwd = r.split("chain forward {").nth(1).unwrap();
@@ -1074,7 +1220,7 @@ mod tests {
             .collect();
         assert_eq!(rules[1], "ct state established accept", "{fwd}");
         assert!(
-            rules[2].starts_with("iifname \"corral-br*\" oifname \"corral-br*\" reject"),
+            rules[2].starts_with("iifname \"corral_*\" oifname \"corral_*\" reject"),
             "{fwd}"
         );
     }

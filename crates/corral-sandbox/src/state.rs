@@ -114,7 +114,7 @@ impl TenantDir {
     pub fn entry(&self) -> PathBuf {
         self.dir.join("entry")
     }
-    /// What `up` attached to the tenants' bridge (`net = "private"`).
+    /// The veth pair, address and lease `up` made (`net = "private"`).
     pub fn net(&self) -> PathBuf {
         self.dir.join("net.json")
     }

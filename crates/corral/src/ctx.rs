@@ -47,7 +47,7 @@ impl Ctx {
         })
     }
 
-    /// `network.toml` in the config dir: the tenants' bridge, subnet and
+    /// `network.toml` in the config dir: the tenants' network name, subnet and
     /// extra denied destinations (defaults: [`corral_sandbox::net::NetConfig`]).
     pub fn net_config(&self) -> anyhow::Result<corral_sandbox::net::NetConfig> {
         let p = self.config_dir.join("network.toml");

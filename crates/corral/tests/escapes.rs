@@ -2464,85 +2464,335 @@ fn private_net_cannot_reach_link_local_metadata() {
     verdict("PASS  private_net_cannot_reach_link_local_metadata");
 }
 
-/// Bridges and the nftables table a test's own network.toml made; removed
-/// on drop.
-struct TestBridges {
-    bridge: String,
+/// A test's own tenants' network (network.toml: `name`, a subnet of its
+/// own, leases under the test's state dir) and what a bridged corral left
+/// for it to retire; the table, interfaces and bridges removed on drop.
+struct TestNet {
+    name: String,
+    old_bridge: String,
 }
 
-impl Drop for TestBridges {
-    fn drop(&mut self) {
-        for i in 0..4 {
-            let name = if i == 0 {
-                self.bridge.clone()
-            } else {
-                format!("{}{i}", self.bridge)
-            };
-            let _ = ip(&["link", "del", &name]);
-        }
-        let _ = Command::new("nft")
-            .args([
-                "delete",
-                "table",
-                "inet",
-                &format!("corral_{}", self.bridge.replace('-', "_")),
-            ])
-            .status();
+impl TestNet {
+    fn new(env: &Env, subnet: &str) -> TestNet {
+        // At most 9 bytes (host ends up to `<name>_65532`).
+        let n = format!(
+            "c{}{}",
+            std::process::id() % 100_000,
+            SEQ.fetch_add(1, Ordering::Relaxed) % 10
+        );
+        let net = TestNet {
+            old_bridge: format!("{n}br"),
+            name: n,
+        };
+        env.write_config(
+            "network.toml",
+            &format!(
+                "name = \"{}\"\nsubnet = \"{subnet}\"\nrun_dir = \"{}\"\nbridge = \"{}\"\n",
+                net.name,
+                env.state_dir().join("net").display(),
+                net.old_bridge
+            ),
+        );
+        net
+    }
+    /// The host ends (`<name>_N`) on the host now.
+    fn host_ends(&self) -> Vec<String> {
+        let prefix = format!("{}_", self.name);
+        std::fs::read_dir("/sys/class/net")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .filter(|n| n.starts_with(&prefix))
+            .collect()
+    }
+    fn nft_has(table: &str) -> bool {
+        Command::new("nft")
+            .args(["list", "table", "inet", table])
+            .output()
+            .unwrap()
+            .status
+            .success()
     }
 }
 
+impl Drop for TestNet {
+    fn drop(&mut self) {
+        for i in self.host_ends() {
+            let _ = ip(&["link", "del", &i]);
+        }
+        for b in [self.old_bridge.clone(), format!("{}1", self.old_bridge)] {
+            let _ = ip(&["link", "del", &b]);
+        }
+        let _ = ip(&["link", "del", &format!("{}p", self.name)]);
+        for t in [
+            format!("{}_routed", self.name),
+            format!("corral_{}", self.old_bridge),
+        ] {
+            let _ = Command::new("nft")
+                .args(["delete", "table", "inet", &t])
+                .output();
+        }
+    }
+}
+
+/// `ip -o <args>` output.
+fn ip_out(args: &[&str]) -> String {
+    let o = Command::new("ip").args(args).output().expect("run ip");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 #[test]
-fn private_net_spreads_over_bridges_and_keeps_them_apart() {
-    // A Linux bridge takes at most 1,024 ports: tenants beyond a bridge's
-    // share go to the next one (here one tenant per bridge), each on its own
-    // /22, and tenants of two bridges still cannot reach each other.
+fn private_net_routes_each_tenant_on_a_link_of_its_own() {
+    // No bridge: each tenant's veth is a point-to-point link routed by the
+    // host (the host end holds the gateway /32 with the tenant as its peer,
+    // one /32 route per tenant); tenants reach the internet, not each
+    // other, and `down` takes the interface and the route away.
     let env = Env::new();
     env.default_profile_with("");
-    let bridge = format!("ctb{}", std::process::id() % 100_000);
-    let _cleanup = TestBridges {
-        bridge: bridge.clone(),
-    };
-    env.write_config(
-        "network.toml",
-        &format!(
-            "bridge = \"{bridge}\"\nsubnet = \"10.214.0.0/16\"\nports_per_bridge = 1\nrun_dir = \"{}\"\n",
-            env.state_dir().join("net").display()
-        ),
-    );
+    let net = TestNet::new(&env, "10.214.0.0/16");
     let inet = Internet::new();
     let srv = Server::serve(listen_in(&inet.path(), &format!("{}:0", inet.addr)));
     let url = format!("http://{}:{}/", inet.addr, srv.port);
     let a1 = private_tenant(&env, T1);
     let a2 = private_tenant(&env, T2);
-    assert_ne!(
-        a1.octets()[2] / 4,
-        a2.octets()[2] / 4,
-        "{a1} and {a2}: one /22 each"
-    );
-    for b in [bridge.clone(), format!("{bridge}1")] {
+    assert_ne!(a1, a2);
+    let ends = net.host_ends();
+    assert_eq!(ends.len(), 2, "one host end per tenant: {ends:?}");
+    for (end, a) in ends.iter().map(|e| {
+        let addr = ip_out(&["-o", "-4", "addr", "show", "dev", e]);
+        (e.clone(), addr)
+    }) {
+        let sys = Path::new("/sys/class/net").join(&end);
+        assert!(!sys.join("master").exists(), "{end} is a bridge port");
         assert!(
-            Path::new("/sys/class/net").join(&b).exists(),
-            "bridge {b} made"
+            a.contains("inet 10.214.0.1 peer 10.214."),
+            "{end}: the gateway with the tenant as its peer: {a}"
         );
     }
-    assert_eq!(
-        curl_in(&env, T1, &[&url]).as_deref(),
-        Ok("hello\n"),
-        "{T1} out"
+    for a in [a1, a2] {
+        let r = ip_out(&["-o", "route", "get", &a.to_string()]);
+        assert!(
+            r.contains(&format!("dev {}_", net.name)),
+            "{a} is routed to its host end: {r}"
+        );
+    }
+    assert!(
+        !std::fs::read_dir("/sys/class/net")
+            .unwrap()
+            .flatten()
+            .any(|e| e.path().join("bridge").exists()
+                && e.file_name().to_string_lossy().starts_with(&net.name)),
+        "no bridge made"
     );
-    assert_eq!(
-        curl_in(&env, T2, &[&url]).as_deref(),
-        Ok("hello\n"),
-        "{T2} out"
+    let inside = env.sh(T1, "cat /proc/net/route");
+    assert!(
+        inside.lines().count() == 3,
+        "the tenant has its default route and the gateway's /32 only:\n{inside}"
     );
+    assert_eq!(curl_in(&env, T1, &[&url]).as_deref(), Ok("hello\n"));
+    assert_eq!(curl_in(&env, T2, &[&url]).as_deref(), Ok("hello\n"));
     let theirs = format!("/proc/{}/ns/net", env.init_pid(T2));
     let srv2 = Server::serve(listen_in(&theirs, "0.0.0.0:0"));
     let url2 = format!("http://{a2}:{}/", srv2.port);
     match curl_in(&env, T1, &[&url2]) {
-        Ok(b) => panic!("ESCAPED: {T2}'s listener on another bridge answered {T1}: {b:?}"),
-        Err(e) => verdict(&format!("   blocked: {T1} -> {T2} across bridges: {e}")),
+        Ok(b) => panic!("ESCAPED: {T2}'s listener answered {T1}: {b:?}"),
+        Err(e) => verdict(&format!("   blocked: {T1} -> {T2} ({url2}): {e}")),
     }
     assert_eq!(srv2.accepted(), 0, "ESCAPED: {T1} reached {T2}");
     env.ok(&["down", "--all"]);
-    verdict("PASS  private_net_spreads_over_bridges_and_keeps_them_apart");
+    assert_eq!(
+        net.host_ends(),
+        Vec::<String>::new(),
+        "down removes the host ends"
+    );
+    for a in [a1, a2] {
+        let r = ip_out(&["-o", "route", "get", &a.to_string()]);
+        assert!(
+            !r.contains(&format!("dev {}_", net.name)),
+            "down removes the route to {a}: {r}"
+        );
+    }
+    verdict("PASS  private_net_routes_each_tenant_on_a_link_of_its_own");
+}
+
+#[test]
+fn private_net_drops_a_tenants_spoofed_source_address() {
+    // A tenant holds no capability and cannot change its address; should
+    // it get root in its namespace, the host still drops what it sends
+    // with another tenant's address (or any address not its own) before
+    // conntrack sees it. Root in T1's namespace (this test) adds T2's
+    // address to eth0 and connects from it: nothing reaches the internet.
+    let env = Env::new();
+    env.default_profile_with("");
+    let _net = TestNet::new(&env, "10.214.0.0/16");
+    let inet = Internet::new();
+    let srv = Server::serve(listen_in(&inet.path(), &format!("{}:0", inet.addr)));
+    let url = format!("http://{}:{}/", inet.addr, srv.port);
+    let a1 = private_tenant(&env, T1);
+    let a2 = private_tenant(&env, T2);
+    // Count every SYN that reaches the internet (its own namespace).
+    let nft_in = |script: &str| {
+        let mut c = Command::new("ip")
+            .args(["netns", "exec", &inet.ns, "nft", "-f", "-"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin
+            .take()
+            .unwrap()
+            .write_all(script.as_bytes())
+            .unwrap();
+        assert!(c.wait().unwrap().success(), "nft in the internet: {script}");
+    };
+    nft_in(&format!(
+        "table ip syns {{\n chain cin {{\n  type filter hook prerouting priority raw;\n  tcp dport {} tcp flags syn counter\n }}\n}}\n",
+        srv.port
+    ));
+    let syns = || {
+        let o = Command::new("ip")
+            .args([
+                "netns", "exec", &inet.ns, "nft", "list", "table", "ip", "syns",
+            ])
+            .output()
+            .unwrap();
+        let t = String::from_utf8_lossy(&o.stdout).into_owned();
+        let n = t
+            .split("packets ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse::<u64>().ok());
+        n.unwrap_or_else(|| panic!("no counter: {t}"))
+    };
+    let pid = env.init_pid(T1).to_string();
+    let in_t1 = |args: &[&str]| {
+        let mut a = vec!["-t", pid.as_str(), "-n", "--"];
+        a.extend_from_slice(args);
+        Command::new("nsenter").args(&a).output().unwrap()
+    };
+    // From its own address (the control): it gets through.
+    let o = in_t1(&[
+        "curl",
+        "-sS",
+        "--max-time",
+        "3",
+        "--interface",
+        &a1.to_string(),
+        &url,
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "hello\n",
+        "control: {o:?}"
+    );
+    let before = syns();
+    assert!(before >= 1, "the counter counts");
+    for spoofed in [a2.to_string(), "192.0.2.77".to_string()] {
+        let o = in_t1(&["ip", "addr", "add", &format!("{spoofed}/32"), "dev", "eth0"]);
+        assert!(
+            o.status.success(),
+            "add {spoofed} in {T1}'s namespace: {o:?}"
+        );
+        let o = in_t1(&[
+            "curl",
+            "-sS",
+            "--max-time",
+            "2",
+            "--interface",
+            &spoofed,
+            &url,
+        ]);
+        assert!(
+            !o.status.success(),
+            "ESCAPED: a connection from {T1} as {spoofed} answered: {o:?}"
+        );
+        assert_eq!(
+            syns(),
+            before,
+            "ESCAPED: a SYN from {T1} with source {spoofed} reached the internet"
+        );
+        verdict(&format!("   dropped: {T1} sending as {spoofed}"));
+    }
+    env.ok(&["down", "--all"]);
+    verdict("PASS  private_net_drops_a_tenants_spoofed_source_address");
+}
+
+#[test]
+fn private_net_retires_a_bridged_corrals_bridge_once_no_tenant_is_on_it() {
+    // Upgrading from a bridged corral: its bridge without a port goes at
+    // the first `up`; one with a port (a tenant of it still up) stays, with
+    // its table, and no routed tenant gets an address it leased; once its
+    // last tenant is gone, the next install of the routed table removes
+    // it, its table and its leases.
+    let env = Env::new();
+    env.default_profile_with("");
+    let net = TestNet::new(&env, "10.215.0.0/28");
+    let (br, br1) = (net.old_bridge.clone(), format!("{}1", net.old_bridge));
+    let old_table = format!("corral_{br}");
+    let run_dir = env.state_dir().join("net");
+    for b in [&br, &br1] {
+        ip(&["link", "add", b, "type", "bridge"]).unwrap();
+    }
+    // A stand-in for the old tenant: a veth whose end is a port of br1.
+    let port = format!("{}p", net.name);
+    ip(&[
+        "link",
+        "add",
+        &port,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &format!("{port}x"),
+    ])
+    .unwrap();
+    ip(&["link", "set", &port, "master", &br1]).unwrap();
+    let mut c = Command::new("nft")
+        .args(["-f", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin
+        .take()
+        .unwrap()
+        .write_all(format!("table inet {old_table} {{\n chain input {{\n  type filter hook input priority filter;\n }}\n}}\n").as_bytes())
+        .unwrap();
+    assert!(c.wait().unwrap().success());
+    std::fs::create_dir_all(run_dir.join(&br)).unwrap();
+    std::fs::write(run_dir.join(format!("{br}.nft")), "old rules").unwrap();
+    // Its leases 0-4: 10.215.0.2 to .6 (one /28, 13 tenants per bridge).
+    for i in 0..5 {
+        std::fs::write(run_dir.join(&br).join(i.to_string()), "/old/tenant").unwrap();
+    }
+    let a1 = private_tenant(&env, T1);
+    assert!(
+        u32::from(a1) > u32::from(std::net::Ipv4Addr::new(10, 215, 0, 6)),
+        "{a1}: an address a bridged tenant holds"
+    );
+    assert!(
+        !Path::new("/sys/class/net").join(&br).exists(),
+        "{br} (no port) removed"
+    );
+    assert!(
+        Path::new("/sys/class/net").join(&br1).exists(),
+        "{br1} (a port) stays"
+    );
+    assert!(
+        TestNet::nft_has(&old_table),
+        "its table stays while a tenant is on it"
+    );
+    env.ok(&["down", T1]);
+    // Its last tenant goes; the next install (a boot, an upgrade) retires
+    // the rest.
+    ip(&["link", "del", &port]).unwrap();
+    std::fs::remove_file(run_dir.join(format!("{}.nft", net.name))).unwrap();
+    private_tenant(&env, T1);
+    assert!(
+        !Path::new("/sys/class/net").join(&br1).exists(),
+        "{br1} removed"
+    );
+    assert!(!TestNet::nft_has(&old_table), "{old_table} removed");
+    assert!(!run_dir.join(&br).exists(), "its leases removed");
+    assert!(!run_dir.join(format!("{br}.nft")).exists());
+    env.ok(&["down", "--all"]);
+    verdict("PASS  private_net_retires_a_bridged_corrals_bridge_once_no_tenant_is_on_it");
 }
