@@ -63,10 +63,12 @@ binary() {
 # file MODE SOURCE DEST-PATH
 file() { d "$(dirname "$3")"; install -m "$1" "$2" "$DEST$3"; }
 # Scripts, units and examples name the corral of a source install
-# (/usr/local/bin/corral); installed, they name this PREFIX's.
+# (/usr/local/bin/corral, /usr/local/lib/corral/); installed, they name this
+# PREFIX's.
 rewritten() {
   d "$(dirname "$3")"
   sed -e "s#/usr/local/bin/corral#$PREFIX/bin/corral#g" \
+      -e "s#/usr/local/lib/corral/#$PREFIX/lib/corral/#g" \
       -e "s#/usr/local/sbin/corral#$PREFIX/sbin/corral#g" "$2" > "$DEST$3"
   chmod "$1" "$DEST$3"
 }

@@ -127,6 +127,9 @@ done
 # corral execs the full command line from /usr/lib/corral for all but run's fast path.
 [ -x /usr/lib/corral/corral-cli ] || fail "/usr/lib/corral/corral-cli missing"
 corral --version | grep -q '^corral ' || fail "corral --version (through corral-cli): \$(corral --version 2>&1)"
+# The CGI shim runs corral-cli directly: the path it names must be installed.
+shim_cli=\$(awk '\$1 == "exec" {print \$2}' /usr/lib/corral/cgi-bin/corral-cgi | sort -u)
+[ "\$shim_cli" = /usr/lib/corral/corral-cli ] || fail "the CGI shim runs '\$shim_cli', not /usr/lib/corral/corral-cli"
 ls /lib/*/security/pam_corral.so >/dev/null 2>&1 || fail "pam_corral.so missing"
 # Installed, started nothing, enabled nothing (the init script is registered disabled).
 if [ -s /var/log/policy-rc.d.log ] && grep -q corral /var/log/policy-rc.d.log; then
