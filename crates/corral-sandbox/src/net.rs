@@ -1132,15 +1132,20 @@ mod tests {
         assert!(Net::new(old).is_ok());
     }
 
+    /// A /28 (13 leases) whose leases live in `run_dir`.
+    fn small_net(run_dir: &Path) -> Net {
+        Net::new(NetConfig {
+            subnet: "10.213.0.0/28".into(),
+            run_dir: run_dir.into(),
+            ..NetConfig::default()
+        })
+        .unwrap()
+    }
+
     #[test]
     fn leases_are_stable_and_distinct() {
         let dir = tempfile::tempdir().unwrap();
-        let net = Net::new(NetConfig {
-            subnet: "10.213.0.0/28".into(),
-            run_dir: dir.path().into(),
-            ..NetConfig::default()
-        })
-        .unwrap();
+        let net = small_net(dir.path());
         let a = lease(&net, "/run/corral/alice").unwrap();
         assert_eq!(lease(&net, "/run/corral/alice").unwrap(), a, "stable");
         let mut seen = vec![a.0];
@@ -1157,12 +1162,7 @@ mod tests {
     #[test]
     fn leases_skip_the_addresses_a_bridged_corrals_tenants_hold() {
         let dir = tempfile::tempdir().unwrap();
-        let net = Net::new(NetConfig {
-            subnet: "10.213.0.0/28".into(),
-            run_dir: dir.path().into(),
-            ..NetConfig::default()
-        })
-        .unwrap();
+        let net = small_net(dir.path());
         // Its tenants at its leases 0..=5 (10.213.0.2-7) are still up.
         let old = dir.path().join(OLD_BRIDGE);
         std::fs::create_dir_all(&old).unwrap();

@@ -2315,13 +2315,19 @@ fn must_not_reach(env: &Env, what: &str, args: &[&str], server: Option<&Server>)
     }
 }
 
+/// The stand-in internet with an HTTP server on its address, and the URL.
+fn internet_with_server() -> (Internet, Server, String) {
+    let inet = Internet::new();
+    let srv = Server::serve(listen_in(&inet.path(), &format!("{}:0", inet.addr)));
+    let url = format!("http://{}:{}/", inet.addr, srv.port);
+    (inet, srv, url)
+}
+
 #[test]
 fn private_net_reaches_the_stand_in_internet() {
     let env = Env::new();
     env.default_profile_with("");
-    let inet = Internet::new();
-    let srv = Server::serve(listen_in(&inet.path(), &format!("{}:0", inet.addr)));
-    let url = format!("http://{}:{}/", inet.addr, srv.port);
+    let (_inet, srv, url) = internet_with_server();
     // The host reaches it (the setup works) ...
     let o = Command::new("curl")
         .args(["-sS", "--max-time", "3", &url])
@@ -2550,9 +2556,7 @@ fn private_net_routes_each_tenant_on_a_link_of_its_own() {
     let env = Env::new();
     env.default_profile_with("");
     let net = TestNet::new(&env, "10.214.0.0/16");
-    let inet = Internet::new();
-    let srv = Server::serve(listen_in(&inet.path(), &format!("{}:0", inet.addr)));
-    let url = format!("http://{}:{}/", inet.addr, srv.port);
+    let (_inet, _srv, url) = internet_with_server();
     let a1 = private_tenant(&env, T1);
     let a2 = private_tenant(&env, T2);
     assert_ne!(a1, a2);
@@ -2625,9 +2629,7 @@ fn private_net_drops_a_tenants_spoofed_source_address() {
     let env = Env::new();
     env.default_profile_with("");
     let _net = TestNet::new(&env, "10.214.0.0/16");
-    let inet = Internet::new();
-    let srv = Server::serve(listen_in(&inet.path(), &format!("{}:0", inet.addr)));
-    let url = format!("http://{}:{}/", inet.addr, srv.port);
+    let (inet, srv, url) = internet_with_server();
     let a1 = private_tenant(&env, T1);
     let a2 = private_tenant(&env, T2);
     // Count every SYN that reaches the internet (its own namespace).
