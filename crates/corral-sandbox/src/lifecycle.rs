@@ -738,7 +738,11 @@ mod tests {
             .unwrap();
         let t = Instant::now();
         assert!(!wait_gone(slow.id() as i32, Duration::from_millis(200)));
-        assert!(t.elapsed() >= Duration::from_millis(200), "{:?}", t.elapsed());
+        assert!(
+            t.elapsed() >= Duration::from_millis(200),
+            "{:?}",
+            t.elapsed()
+        );
         slow.kill().unwrap();
         slow.wait().unwrap();
         // Already gone (reaped): at once.

@@ -116,9 +116,8 @@ mod tests {
 
     #[test]
     fn only_lines_holding_the_key_are_parsed_and_the_first_match_wins() {
-        let by_name = |n: &str| {
-            find_in(PASSWD, n, parse_passwd_line, |u: &User| u.name == n).map(|u| u.home)
-        };
+        let by_name =
+            |n: &str| find_in(PASSWD, n, parse_passwd_line, |u: &User| u.name == n).map(|u| u.home);
         // The comment, bob's gecos and the malformed line hold "alice" too.
         assert_eq!(by_name("alice"), Some("/home/alice".into()));
         // The last line, without a newline.
@@ -140,7 +139,10 @@ mod tests {
             let name = |u: &User| u.name == key || u.uid.to_string() == key;
             assert_eq!(
                 find_in(PASSWD, key, parse_passwd_line, name),
-                PASSWD.lines().filter_map(parse_passwd_line).find(|u| name(u)),
+                PASSWD
+                    .lines()
+                    .filter_map(parse_passwd_line)
+                    .find(|u| name(u)),
                 "{key}"
             );
         }

@@ -152,7 +152,7 @@ impl Db {
             files::find(&self.passwd, user, parse_passwd_line, |u: &User| {
                 u.name == user
             })
-                .map(|u| u.is_some())
+            .map(|u| u.is_some())
         };
         if !order.files_first || order.others_beyond_systemd || (order.others && !user_in_files()?)
         {
