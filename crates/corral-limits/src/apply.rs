@@ -116,9 +116,10 @@ impl TenantCgroup {
         });
         // Each write of the period or the quota makes the kernel check the
         // bandwidth of every CPU cgroup on the machine (a walk of the whole
-        // task-group tree under a global mutex: 1.5 ms measured with 5,000
-        // tenants up): a value the cgroup already has (a new cgroup's
-        // period, 100 ms; its quota, -1) is not written again.
+        // task-group tree under a global mutex: with 5,000 tenants up the
+        // first write of an `up` took 1.5 ms, a second 0.2 ms): a value the
+        // cgroup already has (a new cgroup's period, 100 ms; its quota, -1)
+        // is not written again.
         for (file, value) in [
             ("cpu.cfs_period_us", CPU_PERIOD_US.to_string()),
             ("cpu.cfs_quota_us", quota),
