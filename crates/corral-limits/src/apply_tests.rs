@@ -307,3 +307,54 @@ fn bad_values_write_nothing() {
     assert!(l.set("io.devices", "/dev/nope").is_err());
     assert_eq!(l, Limits::default());
 }
+
+#[test]
+fn v1_cpu_bandwidth_values_the_cgroup_has_are_not_written_again() {
+    let (_t, cg) = v1_tenant(&Controller::ALL);
+    let cpu = cg.dir(Controller::Cpu).unwrap();
+    let writes = |cg: &TenantCgroup, l: &Limits| -> Vec<String> {
+        cg.plan(l)
+            .unwrap()
+            .into_iter()
+            .filter_map(|s| match s {
+                Step::Write { path, value } if path.starts_with(&cpu) => Some(format!(
+                    "{}={value}",
+                    path.file_name().unwrap().to_string_lossy()
+                )),
+                _ => None,
+            })
+            .collect()
+    };
+    let half = Limits {
+        cpu_pct: Some(50),
+        ..Default::default()
+    };
+    // What a new cgroup holds (the kernel's defaults): only the quota and shares.
+    std::fs::write(cpu.join("cpu.cfs_period_us"), "100000\n").unwrap();
+    std::fs::write(cpu.join("cpu.cfs_quota_us"), "-1\n").unwrap();
+    assert_eq!(
+        writes(&cg, &half),
+        ["cpu.cfs_quota_us=50000", "cpu.shares=1024"]
+    );
+    assert_eq!(writes(&cg, &Limits::default()), ["cpu.shares=1024"]);
+    cg.apply(&half).unwrap();
+    // (The stand-in file keeps each write; the kernel's shows the last.)
+    assert_eq!(read(cpu.join("cpu.cfs_quota_us")), "-1\n50000\n");
+    assert_eq!(read(cpu.join("cpu.cfs_period_us")), "100000\n");
+    std::fs::write(cpu.join("cpu.cfs_quota_us"), "50000\n").unwrap();
+    assert_eq!(writes(&cg, &half), ["cpu.shares=1024"]);
+    // Another period (set by hand): written back, then the quota if it differs.
+    std::fs::write(cpu.join("cpu.cfs_period_us"), "250000\n").unwrap();
+    assert_eq!(
+        writes(&cg, &half),
+        ["cpu.cfs_period_us=100000", "cpu.shares=1024"]
+    );
+    assert_eq!(
+        writes(&cg, &Limits::default()),
+        [
+            "cpu.cfs_period_us=100000",
+            "cpu.cfs_quota_us=-1",
+            "cpu.shares=1024"
+        ]
+    );
+}

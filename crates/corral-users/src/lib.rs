@@ -79,7 +79,7 @@ impl Db {
     ) -> io::Result<Option<T>> {
         let order = self.order(db)?;
         if order.files_first {
-            if let Some(e) = files::find(path, parse, &matches)? {
+            if let Some(e) = files::find(path, key, parse, &matches)? {
                 return Ok(Some(e));
             }
         }
@@ -149,8 +149,10 @@ impl Db {
             }
         }
         let user_in_files = || {
-            files::find(&self.passwd, parse_passwd_line, |u: &User| u.name == user)
-                .map(|u| u.is_some())
+            files::find(&self.passwd, user, parse_passwd_line, |u: &User| {
+                u.name == user
+            })
+            .map(|u| u.is_some())
         };
         if !order.files_first || order.others_beyond_systemd || (order.others && !user_in_files()?)
         {
