@@ -191,16 +191,18 @@ mod tests {
         let before = SigSet::thread_get_mask().unwrap();
         let b = Blocked::start().unwrap();
         assert!(b.pending().is_empty());
-        for s in [Signal::SIGUSR1, Signal::SIGHUP] {
-            // Directed at this thread: another thread of the test harness
-            // must not take a process-directed signal.
-            nix::sys::pthread::pthread_kill(nix::sys::pthread::pthread_self(), s).unwrap();
-        }
+        // Directed at this thread: another thread of the test harness
+        // must not take a process-directed signal.
+        let to_self = |s: Signal| {
+            // SAFETY: a signal to the calling thread, which blocks it.
+            assert_eq!(unsafe { libc::pthread_kill(libc::pthread_self(), s as i32) }, 0);
+        };
+        to_self(Signal::SIGUSR1);
+        to_self(Signal::SIGHUP);
         let mut got = b.pending();
         got.sort();
         assert_eq!(got, [libc::SIGHUP, libc::SIGUSR1]);
-        nix::sys::pthread::pthread_kill(nix::sys::pthread::pthread_self(), Signal::SIGUSR2)
-            .unwrap();
+        to_self(Signal::SIGUSR2);
         // Dropped with a signal unread: discarded, not delivered (SIGUSR2's
         // default action would end the test process).
         drop(b);
