@@ -914,6 +914,49 @@ fn tenant_programs_start_with_a_clean_signal_state() {
 }
 
 #[test]
+fn signals_sent_to_corral_run_reach_the_command() {
+    use std::io::BufRead;
+    let env = Env::new();
+    env.default_profile_with("");
+    assert!(env.run(&["up", T1]).status.success());
+    // The command traps the signal, says so and exits 7; `corral run`
+    // forwards what it gets and ends with the command's status. Through
+    // the init (the fast path: signals read from a signalfd) and through
+    // the setns join (a self-pipe), for each forwarded signal tried.
+    let script = "trap 'echo got; exit 7' TERM INT HUP USR1; echo ready; \
+                  i=0; while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; exit 9";
+    for setns in [false, true] {
+        for sig in [
+            nix::sys::signal::Signal::SIGTERM,
+            nix::sys::signal::Signal::SIGUSR1,
+        ] {
+            let mut c = env.cmd();
+            c.args(["run", T1, "--", "/bin/sh", "-c", script])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped());
+            if setns {
+                c.env("CORRAL_RUN_SETNS", "1");
+            }
+            let mut child = c.spawn().unwrap();
+            let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+            let mut line = String::new();
+            out.read_line(&mut line).unwrap();
+            assert_eq!(line.trim(), "ready", "setns={setns} {sig:?}");
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
+            line.clear();
+            out.read_line(&mut line).unwrap();
+            let status = child.wait().unwrap();
+            assert_eq!(line.trim(), "got", "setns={setns} {sig:?}: forwarded");
+            assert_eq!(
+                status.code(),
+                Some(7),
+                "setns={setns} {sig:?}: the command's own status"
+            );
+        }
+    }
+}
+
+#[test]
 fn tenant_programs_run_under_the_normal_policy_though_the_init_is_batch() {
     let env = Env::new();
     env.default_profile_with("");
