@@ -120,8 +120,8 @@ impl Blocked {
             set.add(s);
         }
         let previous = set.thread_swap_mask(nix::sys::signal::SigmaskHow::SIG_BLOCK)?;
-        let flags = nix::sys::signalfd::SfdFlags::SFD_CLOEXEC
-            | nix::sys::signalfd::SfdFlags::SFD_NONBLOCK;
+        let flags =
+            nix::sys::signalfd::SfdFlags::SFD_CLOEXEC | nix::sys::signalfd::SfdFlags::SFD_NONBLOCK;
         match nix::sys::signalfd::SignalFd::with_flags(&set, flags) {
             Ok(fd) => Ok(Blocked { fd, previous }),
             Err(e) => {
@@ -195,7 +195,10 @@ mod tests {
         // must not take a process-directed signal.
         let to_self = |s: Signal| {
             // SAFETY: a signal to the calling thread, which blocks it.
-            assert_eq!(unsafe { libc::pthread_kill(libc::pthread_self(), s as i32) }, 0);
+            assert_eq!(
+                unsafe { libc::pthread_kill(libc::pthread_self(), s as i32) },
+                0
+            );
         };
         to_self(Signal::SIGUSR1);
         to_self(Signal::SIGHUP);
