@@ -195,10 +195,8 @@ mod tests {
         // must not take a process-directed signal.
         let to_self = |s: Signal| {
             // SAFETY: a signal to the calling thread, which blocks it.
-            assert_eq!(
-                unsafe { libc::pthread_kill(libc::pthread_self(), s as i32) },
-                0
-            );
+            let r = unsafe { libc::pthread_kill(libc::pthread_self(), s as i32) };
+            assert_eq!(r, 0);
         };
         to_self(Signal::SIGUSR1);
         to_self(Signal::SIGHUP);
