@@ -36,8 +36,12 @@ impl Client {
 
     /// Send one request, with `fds` (stdin, stdout, stderr) attached.
     pub fn send(&self, req: &Request, fds: &[RawFd]) -> Result<(), Errno> {
-        let body = proto::encode(req);
-        let iov = [IoSlice::new(&body)];
+        self.send_encoded(&proto::encode(req), fds)
+    }
+
+    /// [`Client::send`] of a request encoded beforehand ([`proto::encode`]).
+    pub fn send_encoded(&self, body: &[u8], fds: &[RawFd]) -> Result<(), Errno> {
+        let iov = [IoSlice::new(body)];
         let rights = [ControlMessage::ScmRights(fds)];
         let cmsgs: &[ControlMessage] = if fds.is_empty() { &[] } else { &rights };
         sendmsg::<()>(

@@ -4,6 +4,12 @@
 //! signal's number into a self-pipe; the waiting loop reads it and passes
 //! the signal on (with kill(2) to a child of ours, as a `Signal` request to
 //! the tenant init for a spawn of the init's).
+//!
+//! [`Blocked`] is the same for a single-threaded waiter without a child of
+//! its own (`corral run` through the tenant init, the hot path): the
+//! signals are blocked and read from a signalfd, two system calls instead
+//! of a pipe, six handlers installed and six restored (docs/benchmarks.md,
+//! "corral run at the C floor").
 
 use nix::errno::Errno;
 use nix::sys::signal::{self, SigHandler, Signal};
@@ -94,6 +100,59 @@ impl Drop for Forwarding {
     }
 }
 
+/// While alive, the [`FORWARDED`] signals are blocked in the calling thread
+/// and read from a signalfd; dropped, the signals not read yet are
+/// discarded (as [`Forwarding`]'s pipe discards them) and the previous
+/// mask comes back. For a process whose only thread is the caller's
+/// (`corral run`): another thread with the signals unblocked would take
+/// them with their default action instead. A caller's ignored signal is
+/// still read (a blocked signal is queued whatever its disposition), as
+/// [`Forwarding`]'s handler caught it.
+pub struct Blocked {
+    fd: nix::sys::signalfd::SignalFd,
+    previous: nix::sys::signal::SigSet,
+}
+
+impl Blocked {
+    pub fn start() -> Result<Blocked, Errno> {
+        let mut set = nix::sys::signal::SigSet::empty();
+        for s in FORWARDED {
+            set.add(s);
+        }
+        let previous = set.thread_swap_mask(nix::sys::signal::SigmaskHow::SIG_BLOCK)?;
+        let flags =
+            nix::sys::signalfd::SfdFlags::SFD_CLOEXEC | nix::sys::signalfd::SfdFlags::SFD_NONBLOCK;
+        match nix::sys::signalfd::SignalFd::with_flags(&set, flags) {
+            Ok(fd) => Ok(Blocked { fd, previous }),
+            Err(e) => {
+                let _ = previous.thread_set_mask();
+                Err(e)
+            }
+        }
+    }
+
+    /// Readable when a signal is pending.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// The signals received since the last call, in order.
+    pub fn pending(&self) -> Vec<i32> {
+        let mut out = Vec::new();
+        while let Ok(Some(info)) = self.fd.read_signal() {
+            out.push(info.ssi_signo as i32);
+        }
+        out
+    }
+}
+
+impl Drop for Blocked {
+    fn drop(&mut self) {
+        let _ = self.pending();
+        let _ = self.previous.thread_set_mask();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,5 +183,33 @@ mod tests {
         // SAFETY: as above.
         let usr1 = unsafe { signal::signal(Signal::SIGUSR1, SigHandler::SigDfl) }.unwrap();
         assert_eq!(usr1, SigHandler::SigDfl);
+    }
+
+    #[test]
+    fn blocked_signals_are_read_in_order_and_the_mask_comes_back() {
+        use nix::sys::signal::SigSet;
+        let before = SigSet::thread_get_mask().unwrap();
+        let b = Blocked::start().unwrap();
+        assert!(b.pending().is_empty());
+        // Directed at this thread: another thread of the test harness
+        // must not take a process-directed signal.
+        let to_self = |s: Signal| {
+            // SAFETY: a signal to the calling thread, which blocks it.
+            let r = unsafe { libc::pthread_kill(libc::pthread_self(), s as i32) };
+            assert_eq!(r, 0);
+        };
+        to_self(Signal::SIGUSR1);
+        to_self(Signal::SIGHUP);
+        let mut got = b.pending();
+        got.sort();
+        assert_eq!(got, [libc::SIGHUP, libc::SIGUSR1]);
+        to_self(Signal::SIGUSR2);
+        // Dropped with a signal unread: discarded, not delivered (SIGUSR2's
+        // default action would end the test process).
+        drop(b);
+        let after = SigSet::thread_get_mask().unwrap();
+        for s in FORWARDED {
+            assert_eq!(after.contains(s), before.contains(s), "{s:?} as before");
+        }
     }
 }

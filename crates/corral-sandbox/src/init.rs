@@ -395,6 +395,60 @@ fn descendants(pid: i32) -> Vec<i32> {
     out
 }
 
+/// A request as [`proto::decode`] reads it, except that a `Run`'s
+/// `caller_env` holds only the variables the profile keeps (`env.keep`,
+/// which is all the init uses of it). The caller's whole environment (often
+/// 40 variables, 2 KiB) is read in place, without a `String` for each name
+/// and value: on the hot path of `corral run` those allocations were most
+/// of the init's own time per request (docs/benchmarks.md, "corral run at
+/// the C floor"). A `Run` with an escaped string in its environment (a
+/// borrowed `&str` cannot hold one) is read the ordinary way.
+fn decode_request(
+    b: &[u8],
+    rules: &corral_profile::plan::EnvPlan,
+) -> Result<Request, serde_json::Error> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct RunOnly<'a> {
+        #[serde(rename = "Run", borrow)]
+        run: RunInPlace<'a>,
+    }
+    #[derive(Deserialize)]
+    struct RunInPlace<'a> {
+        argv: Vec<String>,
+        #[serde(borrow)]
+        caller_env: Vec<(&'a str, &'a str)>,
+        extra_env: Vec<(String, String)>,
+        cwd: Option<String>,
+        nfds: u8,
+        #[serde(default)]
+        attrs: Option<proto::ProcAttrs>,
+    }
+    let kept = |k: &str| rules.keep.iter().any(|name| name == k);
+    if b.starts_with(br#"{"Run":"#) {
+        if let Ok(RunOnly { run: r }) = serde_json::from_slice::<RunOnly>(b) {
+            return Ok(Request::Run(proto::RunRequest {
+                argv: r.argv,
+                caller_env: r
+                    .caller_env
+                    .into_iter()
+                    .filter(|(k, _)| kept(k))
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                extra_env: r.extra_env,
+                cwd: r.cwd,
+                nfds: r.nfds,
+                attrs: r.attrs,
+            }));
+        }
+    }
+    let mut request = proto::decode::<Request>(b)?;
+    if let Request::Run(r) = &mut request {
+        r.caller_env.retain(|(k, _)| kept(k));
+    }
+    Ok(request)
+}
+
 fn failed_reply(e: &crate::spawn::SpawnError) -> Reply {
     let (step, errno) = e.to_reply();
     Reply::Failed { step, errno }
@@ -598,7 +652,7 @@ impl Init {
         let received = receive(&self.conns, id, &mut self.buf.0);
         // Requests own their data: the buffer is free again before handling.
         let decoded = received.map(|(n, fds)| {
-            let request = (n > 0).then(|| proto::decode::<Request>(&self.buf.0[..n]));
+            let request = (n > 0).then(|| decode_request(&self.buf.0[..n], &self.env_rules));
             self.buf.release(n);
             (request, fds)
         });
@@ -834,5 +888,87 @@ impl Init {
             }
         }
         std::process::exit(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{ProcAttrs, RunRequest};
+    use corral_profile::plan::EnvPlan;
+
+    fn rules() -> EnvPlan {
+        EnvPlan {
+            keep: vec!["PATH".into(), "LANG".into(), "QUOTED".into()],
+            set: Default::default(),
+        }
+    }
+
+    fn run(caller_env: &[(&str, &str)]) -> Request {
+        Request::Run(RunRequest {
+            argv: vec!["/bin/echo".into(), "a \"b\"".into()],
+            caller_env: caller_env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            extra_env: vec![("X".into(), "1".into())],
+            cwd: Some("/srv".into()),
+            nfds: 3,
+            attrs: Some(ProcAttrs {
+                cpus: vec![0, 1],
+                nice: 5,
+                ioprio: None,
+            }),
+        })
+    }
+
+    #[test]
+    fn a_run_request_keeps_only_the_callers_variables_the_profile_keeps() {
+        // In place (no escapes in the environment) and the ordinary way
+        // (an escaped value), the same request comes out: the kept
+        // variables in the caller's order, everything else as sent.
+        for quoted in ["plain", "with \"quotes\" and \\ and \t"] {
+            let sent = run(&[
+                ("HOME", "/root"),
+                ("PATH", "/usr/bin:/bin"),
+                ("SECRET", "x"),
+                ("QUOTED", quoted),
+                ("LANG", "C.UTF-8"),
+            ]);
+            let got = decode_request(&proto::encode(&sent), &rules()).unwrap();
+            let want = run(&[
+                ("PATH", "/usr/bin:/bin"),
+                ("QUOTED", quoted),
+                ("LANG", "C.UTF-8"),
+            ]);
+            assert_eq!(got, want, "value {quoted:?}");
+        }
+    }
+
+    #[test]
+    fn other_requests_and_bad_ones_decode_as_before() {
+        for req in [
+            Request::Signal { pid: 0, signal: 15 },
+            Request::Status,
+            Request::Suspend { on: true },
+        ] {
+            assert_eq!(decode_request(&proto::encode(&req), &rules()).unwrap(), req);
+        }
+        let good = String::from_utf8(proto::encode(&run(&[("PATH", "/bin")]))).unwrap();
+        for bad in [
+            format!("{good} trailing"),
+            good.replacen("\"nfds\":3", "\"nfds\":300", 1),
+            format!("{},\"Status\":null}}", &good[..good.len() - 1]),
+            "{\"Run\":{}}".to_string(),
+        ] {
+            let ordinary = proto::decode::<Request>(bad.as_bytes()).map(|_| ());
+            let here = decode_request(bad.as_bytes(), &rules()).map(|_| ());
+            assert!(ordinary.is_err(), "{bad}");
+            assert_eq!(
+                here.unwrap_err().to_string(),
+                ordinary.unwrap_err().to_string(),
+                "{bad}"
+            );
+        }
     }
 }

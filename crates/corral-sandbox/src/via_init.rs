@@ -6,7 +6,7 @@
 //! caller's terminal as a controlling terminal or extra fds.
 
 use crate::client::Client;
-use crate::forward::Forwarding;
+use crate::forward::Blocked;
 use crate::join::{entry, entry_slot, JoinError, RunOptions, Target};
 use crate::proto::{Reply, Request, RunRequest};
 use crate::spawn::SpawnError;
@@ -20,16 +20,21 @@ use nix::errno::Errno;
 /// target first.
 pub fn run_via_init(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinError> {
     let _slot = entry(layout, t)?;
+    let ready = Ready::new(opts)?;
     let client = connect(layout, &t.state.tenant)?;
-    converse(&client, opts)
+    ready.converse(&client, opts)
 }
 
 /// `corral run` on a running sandbox without loading its state or plan:
-/// connect to the init's control socket (it accepts only while the init
-/// lives), take an entry slot (the limit from limits.json, which `corral
-/// limits set` keeps current), and send a [`Request::Run`], for which the init
-/// applies the profile's environment rules and workdir itself. Saves reading
-/// and parsing state.json and plan.json and the /proc check on every run.
+/// take an entry slot (the limit from limits.json, which `corral limits
+/// set` keeps current), get everything ready, then connect to the init's
+/// control socket (it accepts only while the init lives) and send a
+/// [`Request::Run`] at once, for which the init applies the profile's
+/// environment rules and workdir itself. Saves reading and parsing
+/// state.json and plan.json and the /proc check on every run. Connecting
+/// last wakes the init only when its request is one system call away: it
+/// reads the request in the wake-up that accepts it instead of waking a
+/// second time for it (docs/benchmarks.md, "corral run at the C floor").
 ///
 /// `Ok(None)`: the tenant is not up (no limits.json, or no init listening)
 /// and nothing was started; the caller brings it up and takes
@@ -46,11 +51,12 @@ pub fn run_fast(
     let Ok(limits) = serde_json::from_slice::<Limits>(&raw) else {
         return Ok(None);
     };
+    let _slot = entry_slot(layout, tenant, limits.entry_processes)?;
+    let ready = Ready::new(opts)?;
     let Ok(client) = Client::connect(&dir.control()) else {
         return Ok(None);
     };
-    let _slot = entry_slot(layout, tenant, limits.entry_processes)?;
-    converse(&client, opts).map(Some)
+    ready.converse(&client, opts).map(Some)
 }
 
 fn connect(layout: &Layout, tenant: &str) -> Result<Client, JoinError> {
@@ -73,50 +79,74 @@ pub fn run_request(opts: &RunOptions, caller_env: Vec<(String, String)>) -> Requ
     })
 }
 
-/// Send a foreground `Run` request with this process's stdio, forward
-/// signals, and wait for its end.
-fn converse(client: &Client, opts: &RunOptions) -> Result<i32, JoinError> {
-    let sys = |what| move |errno| JoinError::Sys { what, errno };
-    let forwarding = Forwarding::start().map_err(sys("signal pipe"))?;
-    // Unannounced: the init's only answer is the end (Exited), or Failed
-    // when the command could not be started.
-    client
-        .send(&run_request(opts, std::env::vars().collect()), &[0, 1, 2])
-        .map_err(sys("send the run request"))?;
-    let mut first = true;
-    // SAFETY: the client's socket outlives this function's polls.
-    let client_fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(client.fd()) };
-    loop {
-        let mut fds = [
-            nix::poll::PollFd::new(forwarding.fd(), nix::poll::PollFlags::POLLIN),
-            nix::poll::PollFd::new(client_fd, nix::poll::PollFlags::POLLIN),
-        ];
-        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::NONE) {
-            Ok(_) | Err(Errno::EINTR) => {}
-            Err(e) => return Err(sys("poll")(e)),
-        }
-        for signal in forwarding.pending() {
-            let _ = client.send(&Request::Signal { pid: 0, signal }, &[]);
-        }
-        if fds[1].revents().is_some_and(|r| !r.is_empty()) {
-            let reply = client.recv();
-            let was_first = std::mem::replace(&mut first, false);
-            match reply {
-                Ok(Reply::Exited { code: Some(c), .. }) => return Ok(c),
-                Ok(Reply::Exited {
-                    signal: Some(s), ..
-                }) => return Ok(128 + s),
-                Ok(Reply::Exited { .. }) => return Ok(128),
-                Ok(Reply::Failed { step, errno }) => {
-                    return Err(SpawnError::from_reply(&opts.argv, step, errno).into())
+/// A foreground `Run` request ready to go: the forwarded signals caught
+/// from now on, the request encoded.
+struct Ready {
+    forwarding: Blocked,
+    request: Vec<u8>,
+}
+
+impl Ready {
+    /// `corral run` has one thread: the forwarded signals are blocked and
+    /// read from a signalfd ([`Blocked`]).
+    fn new(opts: &RunOptions) -> Result<Ready, JoinError> {
+        let forwarding = Blocked::start().map_err(|errno| JoinError::Sys {
+            what: "signalfd",
+            errno,
+        })?;
+        let request = crate::proto::encode(&run_request(opts, std::env::vars().collect()));
+        Ok(Ready {
+            forwarding,
+            request,
+        })
+    }
+
+    /// Send the request with this process's stdio, forward signals, and
+    /// wait for its end.
+    fn converse(self, client: &Client, opts: &RunOptions) -> Result<i32, JoinError> {
+        let sys = |what| move |errno| JoinError::Sys { what, errno };
+        // Unannounced: the init's only answer is the end (Exited), or Failed
+        // when the command could not be started.
+        client
+            .send_encoded(&self.request, &[0, 1, 2])
+            .map_err(sys("send the run request"))?;
+        let mut first = true;
+        // SAFETY: the client's socket outlives this function's polls.
+        let client_fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(client.fd()) };
+        loop {
+            let mut fds = [
+                nix::poll::PollFd::new(self.forwarding.fd(), nix::poll::PollFlags::POLLIN),
+                nix::poll::PollFd::new(client_fd, nix::poll::PollFlags::POLLIN),
+            ];
+            match nix::poll::poll(&mut fds, nix::poll::PollTimeout::NONE) {
+                Ok(_) | Err(Errno::EINTR) => {}
+                Err(e) => return Err(sys("poll")(e)),
+            }
+            if fds[0].revents().is_some_and(|r| !r.is_empty()) {
+                for signal in self.forwarding.pending() {
+                    let _ = client.send(&Request::Signal { pid: 0, signal }, &[]);
                 }
-                // Replies come in order: an error before anything else
-                // answers the request itself.
-                Ok(Reply::Error { message }) if was_first => {
-                    return Err(JoinError::Refused { message })
+            }
+            if fds[1].revents().is_some_and(|r| !r.is_empty()) {
+                let reply = client.recv();
+                let was_first = std::mem::replace(&mut first, false);
+                match reply {
+                    Ok(Reply::Exited { code: Some(c), .. }) => return Ok(c),
+                    Ok(Reply::Exited {
+                        signal: Some(s), ..
+                    }) => return Ok(128 + s),
+                    Ok(Reply::Exited { .. }) => return Ok(128),
+                    Ok(Reply::Failed { step, errno }) => {
+                        return Err(SpawnError::from_reply(&opts.argv, step, errno).into())
+                    }
+                    // Replies come in order: an error before anything else
+                    // answers the request itself.
+                    Ok(Reply::Error { message }) if was_first => {
+                        return Err(JoinError::Refused { message })
+                    }
+                    Ok(_) => {} // answers to Signal requests
+                    Err(e) => return Err(JoinError::InitGone(e)),
                 }
-                Ok(_) => {} // answers to Signal requests
-                Err(e) => return Err(JoinError::InitGone(e)),
             }
         }
     }
