@@ -210,16 +210,33 @@ fn privileged(
     let spawn_err = |e| join_err(join::JoinError::Spawn(e));
     let exec = Exec::prepare(&entered.security, &entered.rlimits, spec).map_err(spawn_err)?;
     let stack = ChildStack::new().map_err(spawn_err)?;
+    // Without a terminal, signals are forwarded from before the shell
+    // exists (join::wait_forwarding); the child resets the handlers.
+    let waiter = match pty {
+        Some(p) => Waiter::Terminal(p),
+        None => Waiter::Signals(
+            corral_sandbox::forward::Forwarding::start()
+                .map_err(|errno| harden(user, "catch signals", errno))?,
+        ),
+    };
     let pid = exec.spawn(&mut { stack }).map_err(spawn_err)?;
     // Nothing of root's is needed to wait, relay and forward signals.
     drop_to(user).map_err(|errno| harden(user, "drop privileges", errno))?;
-    match pty {
-        Some(p) => {
+    match waiter {
+        Waiter::Terminal(p) => {
             drop(p.slave);
             pty::relay(p.master, pid).map_err(|errno| harden(user, "relay the terminal", errno))
         }
-        None => join::wait_forwarding(pid).map_err(join_err),
+        Waiter::Signals(f) => join::wait_forwarding(f, pid).map_err(join_err),
     }
+}
+
+/// How the login shell is waited for: through its terminal (the relay
+/// passes signals on as the terminal's), or forwarding the signals sent to
+/// this process.
+enum Waiter {
+    Terminal(pty::Pty),
+    Signals(corral_sandbox::forward::Forwarding),
 }
 
 fn harden(user: &corral_users::User, step: &'static str, errno: nix::errno::Errno) -> EnterError {

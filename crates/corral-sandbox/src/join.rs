@@ -256,8 +256,17 @@ pub fn run(layout: &Layout, t: &Target, opts: &RunOptions) -> Result<i32, JoinEr
         attrs: Some(&attrs),
     };
     let exec = Exec::prepare(security, rlimits, spec)?;
+    // Caught before the command exists: a signal sent to `corral run` the
+    // moment the command has started (it may already have printed) is passed
+    // on, not taken with its default action by `corral run` itself (which
+    // would end it and leave the command running without it). The child
+    // resets every disposition before exec.
+    let forwarding = crate::forward::Forwarding::start().map_err(|errno| JoinError::Sys {
+        what: "signal pipe",
+        errno,
+    })?;
     let pid = exec.spawn(&mut ChildStack::new()?)?;
-    let code = wait_forwarding(pid);
+    let code = wait_forwarding(forwarding, pid);
     // Take the terminal back if the child had it (SIGTTOU ignored meanwhile).
     // SAFETY: signal disposition and tcsetpgrp calls with plain arguments.
     unsafe {
@@ -318,9 +327,10 @@ fn join_cgroup(st: &TenantState) -> Result<(), JoinError> {
 /// Wait for `pid`, a child of this process, forwarding the signals a
 /// terminal or a supervisor sends ([`crate::forward::FORWARDED`]) to it
 /// meanwhile; returns its status as a shell reports it (128+N for signal N).
-pub fn wait_forwarding(pid: Pid) -> Result<i32, JoinError> {
+/// `forwarding` was started before `pid` was spawned, so that no signal
+/// sent once the command runs finds this process without its handler.
+pub fn wait_forwarding(forwarding: crate::forward::Forwarding, pid: Pid) -> Result<i32, JoinError> {
     let sys = |what| move |errno| JoinError::Sys { what, errno };
-    let forwarding = crate::forward::Forwarding::start().map_err(sys("signal pipe"))?;
     // SAFETY: integer arguments; a non-negative result is a new fd we own.
     let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
     if raw < 0 {

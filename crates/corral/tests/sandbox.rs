@@ -921,20 +921,22 @@ fn signals_sent_to_corral_run_reach_the_command() {
     assert!(env.run(&["up", T1]).status.success());
     // The command traps the signal, says so and exits 7; `corral run`
     // forwards what it gets and ends with the command's status. Through
-    // the init (the fast path: signals read from a signalfd), for each
-    // forwarded signal tried. (The setns join, CORRAL_RUN_SETNS, is left
-    // out: there SIGUSR1 sometimes ends the command without its trap
-    // running, an open finding of issue 17's session, not of this path.)
+    // the init (the fast path: signals read from a signalfd) and through
+    // the setns join (a self-pipe, set up before the command is spawned:
+    // sent right after "ready", a signal used to find `corral run` still
+    // without its handler and end it), for each forwarded signal tried.
     let script = "trap 'echo got; exit 7' TERM INT HUP USR1; echo ready; \
                   i=0; while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; exit 9";
-    {
-        let setns = false;
+    for setns in [false, true] {
         for sig in [
             nix::sys::signal::Signal::SIGTERM,
             nix::sys::signal::Signal::SIGUSR1,
             nix::sys::signal::Signal::SIGHUP,
         ] {
             let mut c = env.cmd();
+            if setns {
+                c.env("CORRAL_RUN_SETNS", "1");
+            }
             c.args(["run", T1, "--", "/bin/sh", "-c", script])
                 .stdin(std::process::Stdio::null())
                 .stdout(std::process::Stdio::piped());
