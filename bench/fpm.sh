@@ -63,6 +63,9 @@
 #                                hierarchy the tenant's cgroup is in
 #                     Each sandboxed variant is a corral instance of its own
 #                     (state, config, cgroup parent) for the same tenant.
+#   --perf DIR        record the last throughput round of every configuration
+#                     with `perf record -e cpu-clock -a -g` into
+#                     DIR/SETUP.CONFIG.data (kept; DIR is created)
 #   --only LIST       comma-separated subset of throughput,cold,memory
 #   --quick           small counts: 2 rounds, 500 requests, 3 cold, 20 tenants
 #                     (explicit options still win)
@@ -88,7 +91,7 @@ die() { echo "fpm.sh: $*" >&2; exit 1; }
 log() { echo "fpm: $*" >&2; }
 
 ROUNDS='' REQUESTS='' COLD='' TENANTS='' CONC=10 PM=ondemand CHILDREN=4 TENANT=corral-t3
-CPU_LIMIT='' EXTRA='' VARIANTS='' ONLY=throughput,cold,memory QUICK=0 JSON=0 CORRAL_ARG=
+CPU_LIMIT='' EXTRA='' VARIANTS='' PERF_DIR='' ONLY=throughput,cold,memory QUICK=0 JSON=0 CORRAL_ARG=
 while (($#)); do
   case $1 in
     --rounds) ROUNDS=${2:?}; shift ;;
@@ -103,6 +106,7 @@ while (($#)); do
     --profile-extra) EXTRA=${2:?}; shift ;;
     --only) ONLY=${2:?}; shift ;;
     --variants) VARIANTS=${2:?}; shift ;;
+    --perf) PERF_DIR=${2:?}; shift ;;
     --corral) CORRAL_ARG=${2:?}; shift ;;
     --quick) QUICK=1 ;;
     --json) JSON=1 ;;
@@ -137,6 +141,10 @@ if [ -n "$VARIANTS" ]; then
     esac
   done
   [[ $EXTRA != *"[seccomp]"* ]] || die "--variants and a [seccomp] table in --profile-extra: the floor and off variants set [seccomp] themselves"
+fi
+if [ -n "$PERF_DIR" ]; then
+  command -v perf >/dev/null || die "missing tools: perf (Debian package linux-perf), for --perf"
+  mkdir -p "$PERF_DIR"
 fi
 DO_TP=0 DO_COLD=0 DO_MEM=0
 IFS=, read -ra parts <<<"$ONLY"
@@ -374,6 +382,37 @@ start_bcg() { # CPU|-
   die "bare-cg php-fpm did not start: $(tail -5 "$W/bare-cg/php-fpm.log" "$W/bare-cg/stderr" 2>/dev/null)"
 }
 bcg_fpm_pids() { echo "$BCG_PID"; pgrep -P "$BCG_PID" || true; }
+# The PHP-FPM processes of a configuration (s, b, floor, off, bare-cg).
+pool_pids() {
+  case $1 in
+    s) sandbox_fpm_pids ;; b) bare_fpm_pids ;; bare-cg) bcg_fpm_pids ;;
+    *) sandbox_fpm_pids "$PARENT-$1" ;;
+  esac
+}
+# Where a configuration's CPU goes: one line per process, "ROLE PID NS
+# SWITCHES" (ROLE fpm, nginx or init; NS: the kernel's sum_exec_runtime
+# from /proc/PID/schedstat, all threads; SWITCHES: voluntary + involuntary
+# context switches), for the pool, the nginx worker(s) and, for a sandbox,
+# its init. Two snapshots around an h2load run give CPU per request.
+declare -A INIT_OF=()
+snap() { # CONF
+  local p r
+  {
+    for p in $(pool_pids "$1"); do echo "fpm $p"; done
+    for p in $(pgrep -P "$(cat "$NGINX_PID")"); do echo "nginx $p"; done
+    [ -z "${INIT_OF[$1]:-}" ] || echo "init ${INIT_OF[$1]}"
+  } | while read -r r p; do
+    [ -r "/proc/$p/schedstat" ] || continue
+    awk -v r="$r" -v p="$p" 'FNR == NR {ns = $1; next} /^(voluntary|nonvoluntary)_ctxt_switches:/ {cs += $2}
+      END {print r, p, ns, cs}' "/proc/$p/schedstat" "/proc/$p/status" 2>/dev/null || true
+  done
+}
+# The difference of two snapshots, per role: "ROLE NS SWITCHES" (a process
+# born in between counts from 0).
+snap_delta() { # BEFORE AFTER
+  awk 'FNR == NR {ns[$2] = $3; cs[$2] = $4; next} {dn[$1] += $3 - ns[$2]; dc[$1] += $4 - cs[$2]}
+    END {for (r in dn) print r, dn[r], dc[r]}' "$1" "$2"
+}
 
 # One h2load run: req/s (fails on any failed request).
 h2() { # PORT CPU|- N
@@ -465,7 +504,7 @@ if [[ " ${V_SB[*]} " == *" floor "* ]]; then
 fi
 
 label() { case $1 in s) echo corral ;; b) echo bare ;; *) echo "$1" ;; esac; }
-RES_TP=() RES_VAR=() RES_COLD='' RES_MEM='' LIMITS_CPU='' PAGE_S='' PAGE_B=
+RES_TP=() RES_VAR=() RES_CPU=() RES_COLD='' RES_MEM='' LIMITS_CPU='' PAGE_S='' PAGE_B=
 
 #######################################################################
 # Throughput and cold start
@@ -624,7 +663,9 @@ EOF
         [ "$scpu" = - ] || [ "$(cpus_of "${vp[@]}")" = "$scpu" ] || die "$name: variant $m's pool is on CPUs $(cpus_of "${vp[@]}"), not $scpu"
         log "$name: $m's FPM: CPUs $(cpus_of "${vp[@]}") (${#vp[@]} procs), $(sec_of "${vp[@]}")"
       done
-      for m in "${CONFS[@]}"; do : >"$W/out/$name.$m"; done
+      for m in "${CONFS[@]}"; do : >"$W/out/$name.$m"; : >"$W/out/$name.$m.cpu"; done
+      INIT_OF=()
+      for m in s "${V_SB[@]}"; do INIT_OF[$m]=$(corral_of "$m" ls --json | jq -r '.[0].pid'); done
       n=${#CONFS[@]}
       for i in $(seq "$ROUNDS"); do
         # Each round starts at another configuration; odd rounds walk the
@@ -636,7 +677,16 @@ EOF
           mapfile -t order <"$W/out/order"
         fi
         for m in "${order[@]}"; do
-          h2 "${VPORT[$m]}" "$ccpu" "$REQUESTS" >>"$W/out/$name.$m"
+          snap "$m" >"$W/out/snap.0"
+          if [ -n "$PERF_DIR" ] && ((i == ROUNDS)); then
+            perf record -q -e cpu-clock -a -g -o "$PERF_DIR/$name.$(label "$m").data" -- \
+              bash -c "$(declare -f h2 die); CONC=$CONC; h2 ${VPORT[$m]} $ccpu $REQUESTS" >>"$W/out/$name.$m" 2>"$W/out/perf.err" ||
+              die "perf record failed: $(tail -3 "$W/out/perf.err")"
+          else
+            h2 "${VPORT[$m]}" "$ccpu" "$REQUESTS" >>"$W/out/$name.$m"
+          fi
+          snap "$m" >"$W/out/snap.1"
+          snap_delta "$W/out/snap.0" "$W/out/snap.1" >>"$W/out/$name.$m.cpu"
         done
         line=
         for m in "${CONFS[@]}"; do line+=" $(label "$m") $(tail -1 "$W/out/$name.$m"),"; done
@@ -647,6 +697,10 @@ EOF
       ms=$(median <"$W/out/$name.s")
       mb=$(median <"$W/out/$name.b")
       RES_TP+=("$name $ms $mb $(minmax <"$W/out/$name.s") $(minmax <"$W/out/$name.b") $(paste -sd, "$W/out/$name.s") $(paste -sd, "$W/out/$name.b")|$aff")
+      for m in "${CONFS[@]}"; do
+        RES_CPU+=("$name $m $(awk -v n=$((ROUNDS * REQUESTS)) '{ns[$1] += $2; cs[$1] += $3}
+          END {printf "%.2f %.3f %.2f %.3f %.3f %.4f\n", ns["fpm"] / n / 1e3, cs["fpm"] / n, ns["nginx"] / n / 1e3, cs["nginx"] / n, ns["init"] / n / 1e3, cs["init"] / n}' "$W/out/$name.$m.cpu")")
+      done
       for m in "${CONFS[@]:2}"; do
         RES_VAR+=("$name $m $(median <"$W/out/$name.$m") $mb $(minmax <"$W/out/$name.$m") $(paste -sd, "$W/out/$name.$m")")
       done
@@ -795,6 +849,13 @@ summary() {
         "$(printf '%.0f (%.0f..%.0f)' "$mb" "$bmin" "$bmax")" "$ratio" "$(verdict "$ratio" 0.97 ge)"
     done
     for r in "${RES_TP[@]}"; do echo "  ${r%% *}: ${r#*|}"; done
+    echo
+    echo "CPU per request over the rounds (µs of sum_exec_runtime; switches: context switches per request)"
+    printf '%-9s %-8s %8s %9s %8s %9s %8s %9s\n' "" "" "fpm µs" switches "nginx µs" switches "init µs" switches
+    for r in "${RES_CPU[@]}"; do
+      read -r name m a b c d e f <<<"$r"
+      printf '%-9s %-8s %8s %9s %8s %9s %8s %9s\n' "$name" "$(label "$m")" "$a" "$b" "$c" "$d" "$e" "$f"
+    done
     if ((${#RES_VAR[@]})); then
       echo
       printf '%-9s %-8s %26s %8s\n' "variants" "" "req/s (min..max)" "÷ bare"
@@ -828,7 +889,7 @@ summary() {
   fi
 }
 json() {
-  local tp='[]' cold=null mem=null r var='[]'
+  local tp='[]' cold=null mem=null r var='[]' cpu='[]'
   for r in "${RES_TP[@]}"; do
     read -r name ms mb _ _ _ _ sl bl <<<"${r%%|*}"
     tp=$(jq -c --arg n "$name" --argjson ms "$ms" --argjson mb "$mb" --argjson s "[$sl]" --argjson b "[$bl]" --arg aff "${r#*|}" \
@@ -838,6 +899,11 @@ json() {
     read -r name m mv mb _ _ vl <<<"$r"
     var=$(jq -c --arg n "$name" --arg m "$m" --argjson mv "$mv" --argjson mb "$mb" --argjson l "[$vl]" \
       '. + [{setup: $n, variant: $m, rps: $mv, bare_rps: $mb, ratio: ($mv / $mb * 1000 | round / 1000), rounds: $l}]' <<<"$var")
+  done
+  for r in "${RES_CPU[@]}"; do
+    read -r name m a b c d e f <<<"$r"
+    cpu=$(jq -c --arg n "$name" --arg m "$(label "$m")" --argjson a "$a" --argjson b "$b" --argjson c "$c" --argjson d "$d" --argjson e "$e" --argjson f "$f" \
+      '. + [{setup: $n, config: $m, fpm_us: $a, fpm_switches: $b, nginx_us: $c, nginx_switches: $d, init_us: $e, init_switches: $f}]' <<<"$cpu")
   done
   if [ -n "$RES_COLD" ]; then
     read -r cmed cmax wmed wmax bmed bmax <<<"$RES_COLD"
@@ -852,12 +918,12 @@ json() {
        {tenants_per_set: '"$TENANTS"', with_service: s(0), without: s(8), difference_kib: (($v[7] - $v[15]) * 10 | round / 10), target_kib: 50, met: ($v[7] - $v[15] <= 50),
         fpm_processes: $fpm, services_not_waiting: $nw, processes_besides_inits: $res}')
   fi
-  jq -n --argjson tp "$tp" --argjson var "$var" --argjson cold "$cold" --argjson mem "$mem" \
+  jq -n --argjson tp "$tp" --argjson var "$var" --argjson cpu "$cpu" --argjson cold "$cold" --argjson mem "$mem" \
     --arg tenant "$TENANT" --arg pm "$PM" --argjson children "$CHILDREN" --argjson requests "$REQUESTS" \
     --argjson conc "$CONC" --argjson rounds "$ROUNDS" --argjson ncold "$COLD" --argjson tenants "$TENANTS" \
     --arg corral "$SRC_CORRAL" --arg php_fpm "$PHP_FPM" --arg cpu "${LIMITS_CPU:-}" --arg extra "$EXTRA" \
     '{params: {tenant: $tenant, pm: $pm, max_children: $children, requests: $requests, concurrency: $conc, rounds: $rounds, cold: $ncold, tenants: $tenants, corral: $corral, php_fpm: $php_fpm, sandbox_cpu_limit: $cpu, profile_extra: $extra},
-      throughput: $tp, variants: $var, cold_start: $cold, memory: $mem}'
+      throughput: $tp, variants: $var, cpu_per_request: $cpu, cold_start: $cold, memory: $mem}'
 }
 if ((JSON)); then
   summary >&2
