@@ -206,13 +206,19 @@ pool_settings() {
   echo "pm = $PM"
   echo "pm.max_children = $CHILDREN"
   case $PM in
-    ondemand) echo "pm.process_idle_timeout = 10s" ;;
+    # Longer than the other configurations' runs of a round: a warm pool
+    # keeps its workers between its runs (10 s let them go with --variants).
+    ondemand) echo "pm.process_idle_timeout = 60s" ;;
     dynamic) printf 'pm.start_servers = %s\npm.min_spare_servers = 1\npm.max_spare_servers = %s\n' "$CHILDREN" "$CHILDREN" ;;
   esac
   echo "listen.backlog = 4096" # corral listens with 4096 too
   echo "catch_workers_output = yes"
 }
 
+# The service's idle timeout is long: with 3 s corral stopped an idle pool
+# while the other configurations of a round ran, and the next round's first
+# connection started it again, unpinned and cold (the cold test stops it
+# with `corral service stop`).
 # A tenant's override: the FPM config file (always) and the service (when
 # $2 = with); $3: [tmp] dir and extra lines; $4: a throughput variant (floor,
 # off), whose corral instance has its own config dir, sockets and logs
@@ -228,7 +234,7 @@ tenant_file() { # USER with|without EXTRA [VARIANT]
 command = [$cmd, "--nodaemonize", "--fpm-config", "/etc/corral-fpm.conf"]
 listen = "$base/sock/\$USER.sock"
 listen_group = "www-data"
-idle_timeout = "3s"
+idle_timeout = "1h"
 stop_signal = "SIGQUIT"
 log = "$base/log/\$USER/php.log"
 
@@ -388,6 +394,15 @@ pool_pids() {
     s) sandbox_fpm_pids ;; b) bare_fpm_pids ;; bare-cg) bcg_fpm_pids ;;
     *) sandbox_fpm_pids "$PARENT-$1" ;;
   esac
+}
+# The master of a configuration's pool: its process whose parent is not
+# one of the pool's.
+pool_master() { # CONF
+  local pids p
+  pids=" $(pool_pids "$1" | tr '\n' ' ') "
+  for p in $pids; do
+    [[ $pids == *" $(awk '/^PPid:/ {print $2}' "/proc/$p/status" 2>/dev/null) "* ]] || { echo "$p"; return; }
+  done
 }
 # Where a configuration's CPU goes: one line per process, "ROLE PID NS
 # SWITCHES" (ROLE fpm, nginx or init; NS: the kernel's sum_exec_runtime
@@ -664,6 +679,9 @@ EOF
         log "$name: $m's FPM: CPUs $(cpus_of "${vp[@]}") (${#vp[@]} procs), $(sec_of "${vp[@]}")"
       done
       for m in "${CONFS[@]}"; do : >"$W/out/$name.$m"; : >"$W/out/$name.$m.cpu"; done
+      # Each pool's master: the same one must serve every round (no restart).
+      declare -A MASTER=()
+      for m in "${CONFS[@]}"; do MASTER[$m]=$(pool_master "$m"); done
       INIT_OF=()
       for m in s "${V_SB[@]}"; do INIT_OF[$m]=$(corral_of "$m" ls --json | jq -r '.[0].pid'); done
       n=${#CONFS[@]}
@@ -691,6 +709,13 @@ EOF
         line=
         for m in "${CONFS[@]}"; do line+=" $(label "$m") $(tail -1 "$W/out/$name.$m"),"; done
         log "$name: round $i/$ROUNDS (req/s):${line%,}"
+        for m in "${CONFS[@]}"; do
+          mapfile -t vp < <(pool_pids "$m")
+          [ "$(pool_master "$m")" = "${MASTER[$m]}" ] ||
+            die "$name: round $i: $(label "$m")'s PHP-FPM master is no longer ${MASTER[$m]} (restarted?)"
+          [ "$scpu" = - ] || [ "$(cpus_of "${vp[@]}")" = "$scpu" ] ||
+            die "$name: round $i: $(label "$m")'s pool is on CPUs $(cpus_of "${vp[@]}"), not $scpu"
+        done
       done
       thr=$(throttled)
       [ -n "$thr" ] && aff="$aff; sandbox cgroup CPU throttling since up: $thr"
