@@ -61,6 +61,9 @@
 #                       bare-cg  the bare pool in a plain cgroup (no limits
 #                                set) under corral's parent, in every
 #                                hierarchy the tenant's cgroup is in
+#                       bare-cgq the same with the tenant's CPU quota copied
+#                                from its cgroup (cpu.max, or v1
+#                                cpu.cfs_period_us and cpu.cfs_quota_us)
 #                     Each sandboxed variant is a corral instance of its own
 #                     (state, config, cgroup parent) for the same tenant.
 #   --perf DIR        record the last throughput round of every configuration
@@ -131,13 +134,13 @@ int --children "$CHILDREN" 1 1000
 case $PM in ondemand | static | dynamic) ;; *) die "--pm: ondemand, static or dynamic, got '$PM'" ;; esac
 [[ -z $CPU_LIMIT || $CPU_LIMIT =~ ^([0-9]+%|max)$ ]] || die "--cpu-limit: like 200% or max, got '$CPU_LIMIT'"
 # The sandboxed variants (V_SB) and whether the bare pool in a cgroup runs.
-V_SB=() V_CG=0
+V_SB=() V_CG=()
 if [ -n "$VARIANTS" ]; then
   IFS=, read -ra parts <<<"$VARIANTS"
   for p in "${parts[@]}"; do
     case $p in
-      floor | off) V_SB+=("$p") ;; bare-cg) V_CG=1 ;;
-      *) die "--variants: floor, off, bare-cg; got '$p'" ;;
+      floor | off) V_SB+=("$p") ;; bare-cg | bare-cgq) V_CG+=("$p") ;;
+      *) die "--variants: floor, off, bare-cg, bare-cgq; got '$p'" ;;
     esac
   done
   [[ $EXTRA != *"[seccomp]"* ]] || die "--variants and a [seccomp] table in --profile-extra: the floor and off variants set [seccomp] themselves"
@@ -358,40 +361,55 @@ sec_of() {
   done | sort -u | paste -sd';' -
 }
 
-# The bare pool in a plain cgroup (variant bare-cg): the same pool, its own
-# socket, its master moved into $PARENT-bare-cg (every hierarchy of
-# CG_HIER; no limit written) before it execs php-fpm, so its workers are
-# born there.
-BCG_PID=
-stop_bcg() {
-  [ -n "$BCG_PID" ] || return 0
-  kill -QUIT "$BCG_PID" 2>/dev/null || true
-  for _ in $(seq 100); do kill -0 "$BCG_PID" 2>/dev/null || break; sleep 0.05; done
-  kill -0 "$BCG_PID" 2>/dev/null && kill -KILL "$BCG_PID" 2>/dev/null
-  wait "$BCG_PID" 2>/dev/null || true
-  BCG_PID=
+# The bare pool in a cgroup (variants bare-cg, bare-cgq): the same pool,
+# its own socket ($W/VARIANT), its master moved into $PARENT-VARIANT (every
+# hierarchy of CG_HIER; bare-cg: no limit written; bare-cgq: the tenant's
+# CPU quota) before it execs php-fpm, so its workers are born there.
+declare -A BCG_PID=()
+stop_bcg() { # VARIANT
+  local p=${BCG_PID[$1]:-}
+  [ -n "$p" ] || return 0
+  kill -QUIT "$p" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+  kill -0 "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null
+  wait "$p" 2>/dev/null || true
+  BCG_PID[$1]=
 }
-start_bcg() { # CPU|-
-  stop_bcg
-  rm -f "$W/bare-cg/php.sock"
-  local pin=() d procs=()
-  [ "$1" != - ] && pin=(taskset -c "$1")
+start_bcg() { # VARIANT CPU|-
+  local v=$1 pin=() d procs=() f
+  stop_bcg "$v"
+  rm -f "$W/$v/php.sock"
+  [ "$2" != - ] && pin=(taskset -c "$2")
   for d in "${CG_HIER[@]}"; do
-    mkdir -p "$d/$PARENT-bare-cg"
-    procs+=("$d/$PARENT-bare-cg/cgroup.procs")
+    mkdir -p "$d/$PARENT-$v"
+    procs+=("$d/$PARENT-$v/cgroup.procs")
+    [ "$v" = bare-cgq ] || continue
+    for f in cpu.max cpu.cfs_period_us cpu.cfs_quota_us; do
+      if [ -e "$d/$PARENT/$TENANT/$f" ]; then
+        cat "$d/$PARENT/$TENANT/$f" >"$d/$PARENT-$v/$f" || die "cannot copy $f of $TENANT's cgroup"
+      fi
+    done
   done
   # shellcheck disable=SC2016 # the inner script's own $$ and $@
   "${pin[@]}" sh -c 'for f in $1; do echo $$ >"$f" || exit 1; done; shift; exec "$@"' _ "${procs[*]}" \
-    "$PHP_FPM" --nodaemonize --fpm-config "$W/bare-cg/php-fpm.conf" 2>>"$W/bare-cg/stderr" &
-  BCG_PID=$!
-  for _ in $(seq 200); do [ -S "$W/bare-cg/php.sock" ] && return; sleep 0.05; done
-  die "bare-cg php-fpm did not start: $(tail -5 "$W/bare-cg/php-fpm.log" "$W/bare-cg/stderr" 2>/dev/null)"
+    "$PHP_FPM" --nodaemonize --fpm-config "$W/$v/php-fpm.conf" 2>>"$W/$v/stderr" &
+  BCG_PID[$v]=$!
+  for _ in $(seq 200); do [ -S "$W/$v/php.sock" ] && return; sleep 0.05; done
+  die "$v php-fpm did not start: $(tail -5 "$W/$v/php-fpm.log" "$W/$v/stderr" 2>/dev/null)"
 }
-bcg_fpm_pids() { echo "$BCG_PID"; pgrep -P "$BCG_PID" || true; }
+bcg_fpm_pids() { echo "${BCG_PID[$1]}"; pgrep -P "${BCG_PID[$1]}" || true; }
+# The CPU quota of a cgroup of the variants, as "QUOTA/PERIOD" (v2 cpu.max order).
+cg_quota() { # CGROUP-PATH below the hierarchies
+  local d
+  for d in "${CG_HIER[@]}"; do
+    [ -e "$d/$1/cpu.max" ] && { tr ' ' / <"$d/$1/cpu.max"; return; }
+    [ -e "$d/$1/cpu.cfs_quota_us" ] && { echo "$(cat "$d/$1/cpu.cfs_quota_us")/$(cat "$d/$1/cpu.cfs_period_us")"; return; }
+  done
+}
 # The PHP-FPM processes of a configuration (s, b, floor, off, bare-cg).
 pool_pids() {
   case $1 in
-    s) sandbox_fpm_pids ;; b) bare_fpm_pids ;; bare-cg) bcg_fpm_pids ;;
+    s) sandbox_fpm_pids ;; b) bare_fpm_pids ;; bare-cg | bare-cgq) bcg_fpm_pids "$1" ;;
     *) sandbox_fpm_pids "$PARENT-$1" ;;
   esac
 }
@@ -464,12 +482,12 @@ cleanup() {
   trap - EXIT INT TERM
   stop_nginx
   stop_bare
-  stop_bcg
+  for v in "${V_CG[@]}"; do stop_bcg "$v"; done
   [ -x "$C" ] && "$C" --state-dir "$STATE" --config-dir "$CONF" --cgroup-parent "$PARENT" down --all >/dev/null 2>&1
   for v in "${V_SB[@]}"; do
     [ -x "$C" ] && "$C" --state-dir "$W/v-$v/state" --config-dir "$W/v-$v/config" --cgroup-parent "$PARENT-$v" down --all >/dev/null 2>&1
   done
-  for d in /sys/fs/cgroup/*/"$PARENT"{,-floor,-off,-bare-cg} /sys/fs/cgroup/"$PARENT"{,-floor,-off,-bare-cg}; do
+  for d in /sys/fs/cgroup/*/"$PARENT"{,-floor,-off,-bare-cg,-bare-cgq} /sys/fs/cgroup/"$PARENT"{,-floor,-off,-bare-cg,-bare-cgq}; do
     [ -d "$d" ] && rmdir "$d" 2>/dev/null
     # corral's own parent too, once nothing is below it (as the tests do).
     rmdir "$(dirname "$d")" 2>/dev/null
@@ -493,7 +511,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-mkdir -p "$W/bin" "$CONF/tenants" "$W/sock" "$W/log" "$W/nginx" "$W/bare" "$W/bare-cg" "$W/tmp" "$W/out"
+mkdir -p "$W/bin" "$CONF/tenants" "$W/sock" "$W/log" "$W/nginx" "$W/bare" "$W/bare-cg" "$W/bare-cgq" "$W/tmp" "$W/out"
 for v in "${V_SB[@]}"; do mkdir -p "$W/v-$v/config/tenants" "$W/v-$v/sock" "$W/v-$v/log"; done
 chmod 755 "$W"/* # nginx (www-data) reaches the sockets; corral wants root-owned, not group/other-writable dirs
 cp "$SRC_CORRAL" "$W/bin/corral"
@@ -548,7 +566,7 @@ if ((DO_TP || DO_COLD)); then
   done
   # The hierarchies the bare-cg pool joins: those corral puts tenants in.
   CG_HIER=()
-  if ((V_CG)); then
+  if ((${#V_CG[@]})); then
     if [ -f /sys/fs/cgroup/cgroup.controllers ]; then CG_HIER=(/sys/fs/cgroup); else
       for h in cpu cpuacct memory pids blkio freezer; do
         [ -d "/sys/fs/cgroup/$h" ] || continue
@@ -572,18 +590,18 @@ listen.group = www-data
 listen.mode = 0660
 $(pool_settings)
 EOF
-  sed "s|$W/bare/|$W/bare-cg/|g" "$W/bare/php-fpm.conf" >"$W/bare-cg/php-fpm.conf"
+  for v in "${V_CG[@]}"; do sed "s|$W/bare/|$W/$v/|g" "$W/bare/php-fpm.conf" >"$W/$v/php-fpm.conf"; done
   PORT_S=$(free_port)
   PORT_B=$(free_port)
   while [ "$PORT_B" = "$PORT_S" ]; do PORT_B=$(free_port); done
   # The variants' ports and sockets, and every configuration in the rounds.
   declare -A VPORT=([s]=$PORT_S [b]=$PORT_B) VSOCK=([s]=$W/sock/$TENANT.sock [b]=$W/bare/php.sock)
   CONFS=(s b)
-  for v in "${V_SB[@]}" $( ((V_CG)) && echo bare-cg); do
+  for v in "${V_SB[@]}" "${V_CG[@]}"; do
     p=$(free_port)
     while [[ " ${VPORT[*]} " == *" $p "* ]]; do p=$(free_port); done
     VPORT[$v]=$p
-    if [ "$v" = bare-cg ]; then VSOCK[$v]=$W/bare-cg/php.sock; else VSOCK[$v]=$W/v-$v/sock/$TENANT.sock; fi
+    if [[ $v == bare-* ]]; then VSOCK[$v]=$W/$v/php.sock; else VSOCK[$v]=$W/v-$v/sock/$TENANT.sock; fi
     CONFS+=("$v")
   done
   {
@@ -638,7 +656,7 @@ EOF
     if ((DO_TP)); then
       # The variants: their sandboxes (first request starts their FPM) and
       # the bare pool in its cgroup.
-      ((V_CG)) && start_bcg "$scpu"
+      for v in "${V_CG[@]}"; do start_bcg "$v" "$scpu"; done
       for v in "${V_SB[@]}"; do
         corral_of "$v" down "$TENANT" >/dev/null 2>&1 || true
         on_cpu "$scpu" "$C" --state-dir "$W/v-$v/state" --config-dir "$W/v-$v/config" --cgroup-parent "$PARENT-$v" up "$TENANT" >/dev/null
@@ -673,10 +691,12 @@ EOF
       fi
       log "$name: corral's FPM: $(sec_of "${spids[@]}"); bare FPM: $(sec_of "${bpids[@]}")"
       for m in "${CONFS[@]:2}"; do
-        if [ "$m" = bare-cg ]; then mapfile -t vp < <(bcg_fpm_pids); else mapfile -t vp < <(sandbox_fpm_pids "$PARENT-$m"); fi
+        mapfile -t vp < <(pool_pids "$m")
         ((${#vp[@]})) || die "variant $m: no php-fpm process"
         [ "$scpu" = - ] || [ "$(cpus_of "${vp[@]}")" = "$scpu" ] || die "$name: variant $m's pool is on CPUs $(cpus_of "${vp[@]}"), not $scpu"
-        log "$name: $m's FPM: CPUs $(cpus_of "${vp[@]}") (${#vp[@]} procs), $(sec_of "${vp[@]}")"
+        q=
+        [ "$m" = bare-cgq ] && q=", CPU quota $(cg_quota "$PARENT-$m") (the tenant's: $(cg_quota "$PARENT/$TENANT"))"
+        log "$name: $m's FPM: CPUs $(cpus_of "${vp[@]}") (${#vp[@]} procs), $(sec_of "${vp[@]}")$q"
       done
       for m in "${CONFS[@]}"; do : >"$W/out/$name.$m"; : >"$W/out/$name.$m.cpu"; done
       # Each pool's master: the same one must serve every round (no restart).
@@ -729,7 +749,7 @@ EOF
       for m in "${CONFS[@]:2}"; do
         RES_VAR+=("$name $m $(median <"$W/out/$name.$m") $mb $(minmax <"$W/out/$name.$m") $(paste -sd, "$W/out/$name.$m")")
       done
-      stop_bcg
+      for v in "${V_CG[@]}"; do stop_bcg "$v"; done
       for v in "${V_SB[@]}"; do corral_of "$v" down "$TENANT" >/dev/null; done
     fi
     if ((DO_COLD)) && [ "$name" = unpinned ]; then
