@@ -69,6 +69,10 @@
 #   --perf DIR        record the last throughput round of every configuration
 #                     with `perf record -e cpu-clock -a -g` into
 #                     DIR/SETUP.CONFIG.data (kept; DIR is created)
+#   --syscalls        after the rounds, one more run of every configuration
+#                     (not in the medians) under `perf stat -e
+#                     raw_syscalls:sys_enter` on its PHP-FPM processes:
+#                     system calls per request, the calls a seccomp filter sees
 #   --only LIST       comma-separated subset of throughput,cold,memory
 #   --quick           small counts: 2 rounds, 500 requests, 3 cold, 20 tenants
 #                     (explicit options still win)
@@ -94,7 +98,7 @@ die() { echo "fpm.sh: $*" >&2; exit 1; }
 log() { echo "fpm: $*" >&2; }
 
 ROUNDS='' REQUESTS='' COLD='' TENANTS='' CONC=10 PM=ondemand CHILDREN=4 TENANT=corral-t3
-CPU_LIMIT='' EXTRA='' VARIANTS='' PERF_DIR='' ONLY=throughput,cold,memory QUICK=0 JSON=0 CORRAL_ARG=
+CPU_LIMIT='' EXTRA='' VARIANTS='' PERF_DIR='' SYSCALLS=0 ONLY=throughput,cold,memory QUICK=0 JSON=0 CORRAL_ARG=
 while (($#)); do
   case $1 in
     --rounds) ROUNDS=${2:?}; shift ;;
@@ -110,6 +114,7 @@ while (($#)); do
     --only) ONLY=${2:?}; shift ;;
     --variants) VARIANTS=${2:?}; shift ;;
     --perf) PERF_DIR=${2:?}; shift ;;
+    --syscalls) SYSCALLS=1 ;;
     --corral) CORRAL_ARG=${2:?}; shift ;;
     --quick) QUICK=1 ;;
     --json) JSON=1 ;;
@@ -145,9 +150,9 @@ if [ -n "$VARIANTS" ]; then
   done
   [[ $EXTRA != *"[seccomp]"* ]] || die "--variants and a [seccomp] table in --profile-extra: the floor and off variants set [seccomp] themselves"
 fi
-if [ -n "$PERF_DIR" ]; then
+if [ -n "$PERF_DIR" ] || ((SYSCALLS)); then
   command -v perf >/dev/null || die "missing tools: perf (Debian package linux-perf), for --perf"
-  mkdir -p "$PERF_DIR"
+  [ -z "$PERF_DIR" ] || mkdir -p "$PERF_DIR"
 fi
 DO_TP=0 DO_COLD=0 DO_MEM=0
 IFS=, read -ra parts <<<"$ONLY"
@@ -742,8 +747,18 @@ EOF
       ms=$(median <"$W/out/$name.s")
       mb=$(median <"$W/out/$name.b")
       RES_TP+=("$name $ms $mb $(minmax <"$W/out/$name.s") $(minmax <"$W/out/$name.b") $(paste -sd, "$W/out/$name.s") $(paste -sd, "$W/out/$name.b")|$aff")
+      # System calls per request of each pool (a run of its own: the
+      # tracepoint costs the traced pool).
       for m in "${CONFS[@]}"; do
-        RES_CPU+=("$name $m $(awk -v n=$((ROUNDS * REQUESTS)) '{ns[$1] += $2; cs[$1] += $3}
+        sc=nan
+        if ((SYSCALLS)); then
+          perf stat -x, -e raw_syscalls:sys_enter -o "$W/out/perf.stat" -p "$(pool_pids "$m" | paste -sd, -)" -- \
+            bash -c "$(declare -f h2 die); CONC=$CONC; h2 ${VPORT[$m]} $ccpu $REQUESTS" >/dev/null 2>"$W/out/perf.err" ||
+            die "perf stat failed: $(tail -3 "$W/out/perf.err")"
+          sc=$(awk -F, -v n="$REQUESTS" '/raw_syscalls:sys_enter/ {printf "%.1f", $1 / n}' "$W/out/perf.stat")
+          log "$name: $(label "$m"): $sc system calls per request (PHP-FPM)"
+        fi
+        RES_CPU+=("$name $m $sc $(awk -v n=$((ROUNDS * REQUESTS)) '{ns[$1] += $2; cs[$1] += $3}
           END {printf "%.2f %.3f %.2f %.3f %.3f %.4f\n", ns["fpm"] / n / 1e3, cs["fpm"] / n, ns["nginx"] / n / 1e3, cs["nginx"] / n, ns["init"] / n / 1e3, cs["init"] / n}' "$W/out/$name.$m.cpu")")
       done
       for m in "${CONFS[@]:2}"; do
@@ -896,10 +911,10 @@ summary() {
     for r in "${RES_TP[@]}"; do echo "  ${r%% *}: ${r#*|}"; done
     echo
     echo "CPU per request over the rounds (µs of sum_exec_runtime; switches: context switches per request)"
-    printf '%-9s %-8s %8s %9s %8s %9s %8s %9s\n' "" "" "fpm µs" switches "nginx µs" switches "init µs" switches
+    printf '%-9s %-8s %8s %9s %8s %9s %8s %9s %9s\n' "" "" "fpm µs" switches "nginx µs" switches "init µs" switches syscalls
     for r in "${RES_CPU[@]}"; do
-      read -r name m a b c d e f <<<"$r"
-      printf '%-9s %-8s %8s %9s %8s %9s %8s %9s\n' "$name" "$(label "$m")" "$a" "$b" "$c" "$d" "$e" "$f"
+      read -r name m sc a b c d e f <<<"$r"
+      printf '%-9s %-8s %8s %9s %8s %9s %8s %9s %9s\n' "$name" "$(label "$m")" "$a" "$b" "$c" "$d" "$e" "$f" "$sc"
     done
     if ((${#RES_VAR[@]})); then
       echo
@@ -946,9 +961,10 @@ json() {
       '. + [{setup: $n, variant: $m, rps: $mv, bare_rps: $mb, ratio: ($mv / $mb * 1000 | round / 1000), rounds: $l}]' <<<"$var")
   done
   for r in "${RES_CPU[@]}"; do
-    read -r name m a b c d e f <<<"$r"
-    cpu=$(jq -c --arg n "$name" --arg m "$(label "$m")" --argjson a "$a" --argjson b "$b" --argjson c "$c" --argjson d "$d" --argjson e "$e" --argjson f "$f" \
-      '. + [{setup: $n, config: $m, fpm_us: $a, fpm_switches: $b, nginx_us: $c, nginx_switches: $d, init_us: $e, init_switches: $f}]' <<<"$cpu")
+    read -r name m sc a b c d e f <<<"$r"
+    [ "$sc" = nan ] && sc=null
+    cpu=$(jq -c --arg n "$name" --arg m "$(label "$m")" --argjson sc "$sc" --argjson a "$a" --argjson b "$b" --argjson c "$c" --argjson d "$d" --argjson e "$e" --argjson f "$f" \
+      '. + [{setup: $n, config: $m, fpm_us: $a, fpm_switches: $b, nginx_us: $c, nginx_switches: $d, init_us: $e, init_switches: $f, fpm_syscalls: $sc}]' <<<"$cpu")
   done
   if [ -n "$RES_COLD" ]; then
     read -r cmed cmax wmed wmax bmed bmax <<<"$RES_COLD"
