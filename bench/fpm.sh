@@ -59,7 +59,8 @@
 #                                kernel's own cost of any filter
 #                       off      the sandbox with [seccomp] enabled = false
 #                       bare-cg  the bare pool in a plain cgroup (no limits
-#                                set) under corral's parent, in every
+#                                set) under corral's parent, as deep as the
+#                                tenant's (PARENT-bare-cg/TENANT), in every
 #                                hierarchy the tenant's cgroup is in
 #                       bare-cgq the same with the tenant's CPU quota copied
 #                                from its cgroup (cpu.max, or v1
@@ -367,9 +368,10 @@ sec_of() {
 }
 
 # The bare pool in a cgroup (variants bare-cg, bare-cgq): the same pool,
-# its own socket ($W/VARIANT), its master moved into $PARENT-VARIANT (every
-# hierarchy of CG_HIER; bare-cg: no limit written; bare-cgq: the tenant's
-# CPU quota) before it execs php-fpm, so its workers are born there.
+# its own socket ($W/VARIANT), its master moved into $PARENT-VARIANT/TENANT,
+# as deep as the tenant's cgroup (every hierarchy of CG_HIER; bare-cg: no
+# limit written; bare-cgq: the tenant's CPU quota) before it execs php-fpm,
+# so its workers are born there.
 declare -A BCG_PID=()
 stop_bcg() { # VARIANT
   local p=${BCG_PID[$1]:-}
@@ -386,12 +388,12 @@ start_bcg() { # VARIANT CPU|-
   rm -f "$W/$v/php.sock"
   [ "$2" != - ] && pin=(taskset -c "$2")
   for d in "${CG_HIER[@]}"; do
-    mkdir -p "$d/$PARENT-$v"
-    procs+=("$d/$PARENT-$v/cgroup.procs")
+    mkdir -p "$d/$PARENT-$v/$TENANT"
+    procs+=("$d/$PARENT-$v/$TENANT/cgroup.procs")
     [ "$v" = bare-cgq ] || continue
     for f in cpu.max cpu.cfs_period_us cpu.cfs_quota_us; do
       if [ -e "$d/$PARENT/$TENANT/$f" ]; then
-        cat "$d/$PARENT/$TENANT/$f" >"$d/$PARENT-$v/$f" || die "cannot copy $f of $TENANT's cgroup"
+        cat "$d/$PARENT/$TENANT/$f" >"$d/$PARENT-$v/$TENANT/$f" || die "cannot copy $f of $TENANT's cgroup"
       fi
     done
   done
@@ -491,6 +493,9 @@ cleanup() {
   [ -x "$C" ] && "$C" --state-dir "$STATE" --config-dir "$CONF" --cgroup-parent "$PARENT" down --all >/dev/null 2>&1
   for v in "${V_SB[@]}"; do
     [ -x "$C" ] && "$C" --state-dir "$W/v-$v/state" --config-dir "$W/v-$v/config" --cgroup-parent "$PARENT-$v" down --all >/dev/null 2>&1
+  done
+  for d in /sys/fs/cgroup/*/"$PARENT"-bare-cg{,q}/* /sys/fs/cgroup/"$PARENT"-bare-cg{,q}/*; do
+    [ -d "$d" ] && rmdir "$d" 2>/dev/null
   done
   for d in /sys/fs/cgroup/*/"$PARENT"{,-floor,-off,-bare-cg,-bare-cgq} /sys/fs/cgroup/"$PARENT"{,-floor,-off,-bare-cg,-bare-cgq}; do
     [ -d "$d" ] && rmdir "$d" 2>/dev/null
@@ -700,7 +705,7 @@ EOF
         ((${#vp[@]})) || die "variant $m: no php-fpm process"
         [ "$scpu" = - ] || [ "$(cpus_of "${vp[@]}")" = "$scpu" ] || die "$name: variant $m's pool is on CPUs $(cpus_of "${vp[@]}"), not $scpu"
         q=
-        [ "$m" = bare-cgq ] && q=", CPU quota $(cg_quota "$PARENT-$m") (the tenant's: $(cg_quota "$PARENT/$TENANT"))"
+        [ "$m" = bare-cgq ] && q=", CPU quota $(cg_quota "$PARENT-$m/$TENANT") (the tenant's: $(cg_quota "$PARENT/$TENANT"))"
         log "$name: $m's FPM: CPUs $(cpus_of "${vp[@]}") (${#vp[@]} procs), $(sec_of "${vp[@]}")$q"
       done
       for m in "${CONFS[@]}"; do : >"$W/out/$name.$m"; : >"$W/out/$name.$m.cpu"; done
