@@ -716,14 +716,11 @@ EOF
       for m in s "${V_SB[@]}"; do INIT_OF[$m]=$(corral_of "$m" ls --json | jq -r '.[0].pid'); done
       n=${#CONFS[@]}
       for i in $(seq "$ROUNDS"); do
-        # Each round starts at another configuration; odd rounds walk the
-        # list forwards, even ones backwards.
+        # Each round starts at the next configuration (a rotation: over n
+        # rounds each one runs once in every position; with two, the order
+        # alternates).
         order=()
         for ((k = 0; k < n; k++)); do order+=("${CONFS[$(((i - 1 + k) % n))]}"); done
-        if ((i % 2 == 0)); then
-          for ((k = n - 1; k >= 0; k--)); do printf '%s\n' "${order[$k]}"; done >"$W/out/order"
-          mapfile -t order <"$W/out/order"
-        fi
         for m in "${order[@]}"; do
           snap "$m" >"$W/out/snap.0"
           if [ -n "$PERF_DIR" ] && ((i == ROUNDS)); then
