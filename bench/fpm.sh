@@ -139,7 +139,8 @@ int --tenants "$TENANTS" 1 1000
 int --children "$CHILDREN" 1 1000
 case $PM in ondemand | static | dynamic) ;; *) die "--pm: ondemand, static or dynamic, got '$PM'" ;; esac
 [[ -z $CPU_LIMIT || $CPU_LIMIT =~ ^([0-9]+%|max)$ ]] || die "--cpu-limit: like 200% or max, got '$CPU_LIMIT'"
-# The sandboxed variants (V_SB) and whether the bare pool in a cgroup runs.
+# The sandboxed variants (V_SB: floor, off) and the bare pools in a cgroup
+# (V_CG: bare-cg, bare-cgq).
 V_SB=() V_CG=()
 if [ -n "$VARIANTS" ]; then
   IFS=, read -ra parts <<<"$VARIANTS"
