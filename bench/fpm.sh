@@ -50,6 +50,30 @@
 #                     (default: its plan's; 100% = one CPU)
 #   --profile-extra T TOML lines added to that tenant's override file, for
 #                     experiments, e.g. $'[seccomp]\nenabled = false'
+#   --variants LIST   more pools in the throughput rounds, comma-separated, each
+#                     measured against the same bare pool in the same rounds:
+#                       floor    the tenant's sandbox with corral's filter off
+#                                ([seccomp] enabled = false) and PHP-FPM
+#                                started under bench/c/floor-exec, the
+#                                one-instruction allow-all filter: the
+#                                kernel's own cost of any filter
+#                       off      the sandbox with [seccomp] enabled = false
+#                       bare-cg  the bare pool in a plain cgroup (no limits
+#                                set) under corral's parent, as deep as the
+#                                tenant's (PARENT-bare-cg/TENANT), in every
+#                                hierarchy the tenant's cgroup is in
+#                       bare-cgq the same with the tenant's CPU quota copied
+#                                from its cgroup (cpu.max, or v1
+#                                cpu.cfs_period_us and cpu.cfs_quota_us)
+#                     Each sandboxed variant is a corral instance of its own
+#                     (state, config, cgroup parent) for the same tenant.
+#   --perf DIR        record the last throughput round of every configuration
+#                     with `perf record -e cpu-clock -a -g` into
+#                     DIR/SETUP.CONFIG.data (kept; DIR is created)
+#   --syscalls        after the rounds, one more run of every configuration
+#                     (not in the medians) under `perf stat -e
+#                     raw_syscalls:sys_enter` on its PHP-FPM processes:
+#                     system calls per request, the calls a seccomp filter sees
 #   --only LIST       comma-separated subset of throughput,cold,memory
 #   --quick           small counts: 2 rounds, 500 requests, 3 cold, 20 tenants
 #                     (explicit options still win)
@@ -75,7 +99,7 @@ die() { echo "fpm.sh: $*" >&2; exit 1; }
 log() { echo "fpm: $*" >&2; }
 
 ROUNDS='' REQUESTS='' COLD='' TENANTS='' CONC=10 PM=ondemand CHILDREN=4 TENANT=corral-t3
-CPU_LIMIT='' EXTRA='' ONLY=throughput,cold,memory QUICK=0 JSON=0 CORRAL_ARG=
+CPU_LIMIT='' EXTRA='' VARIANTS='' PERF_DIR='' SYSCALLS=0 ONLY=throughput,cold,memory QUICK=0 JSON=0 CORRAL_ARG=
 while (($#)); do
   case $1 in
     --rounds) ROUNDS=${2:?}; shift ;;
@@ -89,6 +113,9 @@ while (($#)); do
     --cpu-limit) CPU_LIMIT=${2:?}; shift ;;
     --profile-extra) EXTRA=${2:?}; shift ;;
     --only) ONLY=${2:?}; shift ;;
+    --variants) VARIANTS=${2:?}; shift ;;
+    --perf) PERF_DIR=${2:?}; shift ;;
+    --syscalls) SYSCALLS=1 ;;
     --corral) CORRAL_ARG=${2:?}; shift ;;
     --quick) QUICK=1 ;;
     --json) JSON=1 ;;
@@ -112,6 +139,23 @@ int --tenants "$TENANTS" 1 1000
 int --children "$CHILDREN" 1 1000
 case $PM in ondemand | static | dynamic) ;; *) die "--pm: ondemand, static or dynamic, got '$PM'" ;; esac
 [[ -z $CPU_LIMIT || $CPU_LIMIT =~ ^([0-9]+%|max)$ ]] || die "--cpu-limit: like 200% or max, got '$CPU_LIMIT'"
+# The sandboxed variants (V_SB: floor, off) and the bare pools in a cgroup
+# (V_CG: bare-cg, bare-cgq).
+V_SB=() V_CG=()
+if [ -n "$VARIANTS" ]; then
+  IFS=, read -ra parts <<<"$VARIANTS"
+  for p in "${parts[@]}"; do
+    case $p in
+      floor | off) V_SB+=("$p") ;; bare-cg | bare-cgq) V_CG+=("$p") ;;
+      *) die "--variants: floor, off, bare-cg, bare-cgq; got '$p'" ;;
+    esac
+  done
+  [[ $EXTRA != *"[seccomp]"* ]] || die "--variants and a [seccomp] table in --profile-extra: the floor and off variants set [seccomp] themselves"
+fi
+if [ -n "$PERF_DIR" ] || ((SYSCALLS)); then
+  command -v perf >/dev/null || die "missing tools: perf (Debian package linux-perf), for --perf"
+  [ -z "$PERF_DIR" ] || mkdir -p "$PERF_DIR"
+fi
 DO_TP=0 DO_COLD=0 DO_MEM=0
 IFS=, read -ra parts <<<"$ONLY"
 for p in "${parts[@]}"; do
@@ -172,30 +216,53 @@ pool_settings() {
   echo "pm = $PM"
   echo "pm.max_children = $CHILDREN"
   case $PM in
-    ondemand) echo "pm.process_idle_timeout = 10s" ;;
+    # Longer than the other configurations' runs of a round: a warm pool
+    # keeps its workers between its runs (10 s let them go with --variants).
+    ondemand) echo "pm.process_idle_timeout = 60s" ;;
     dynamic) printf 'pm.start_servers = %s\npm.min_spare_servers = 1\npm.max_spare_servers = %s\n' "$CHILDREN" "$CHILDREN" ;;
   esac
   echo "listen.backlog = 4096" # corral listens with 4096 too
   echo "catch_workers_output = yes"
 }
 
+# The service's idle timeout is long: with 3 s corral stopped an idle pool
+# while the other configurations of a round ran, and the next round's first
+# connection started it again, unpinned and cold (the cold test stops it
+# with `corral service stop`).
 # A tenant's override: the FPM config file (always) and the service (when
-# $2 = with); $3: [tmp] dir and extra lines.
-tenant_file() { # USER with|without EXTRA
+# $2 = with); $3: [tmp] dir and extra lines; $4: a throughput variant (floor,
+# off), whose corral instance has its own config dir, sockets and logs
+# under $W/v-VARIANT.
+tenant_file() { # USER with|without EXTRA [VARIANT]
+  local base=$W conf=$CONF cmd="\"$PHP_FPM\""
+  if [ -n "${4:-}" ]; then base=$W/v-$4 conf=$W/v-$4/config; fi
+  [ "${4:-}" = floor ] && cmd="\"$FLOOR_IN\", $cmd"
   {
     if [ "$2" = with ]; then
       cat <<EOF
 [services.php]
-command = ["$PHP_FPM", "--nodaemonize", "--fpm-config", "/etc/corral-fpm.conf"]
-listen = "$W/sock/\$USER.sock"
+command = [$cmd, "--nodaemonize", "--fpm-config", "/etc/corral-fpm.conf"]
+listen = "$base/sock/\$USER.sock"
 listen_group = "www-data"
-idle_timeout = "3s"
+idle_timeout = "1h"
 stop_signal = "SIGQUIT"
-log = "$W/log/\$USER/php.log"
+log = "$base/log/\$USER/php.log"
 
 EOF
     fi
     printf '%s\n' "${3:-}"
+    case ${4:-} in
+      floor | off) printf '[seccomp]\nenabled = false\n\n' ;;
+    esac
+    if [ "${4:-}" = floor ]; then
+      cat <<EOF
+[[mount]]
+type = "ro-bind"
+src = "$W/bin/floor-exec"
+dst = "$FLOOR_IN"
+
+EOF
+    fi
     cat <<EOF
 [[mount]]
 type = "file"
@@ -206,11 +273,11 @@ error_log = /proc/self/fd/2
 daemonize = no
 
 [www]
-listen = $W/sock/\$USER.sock
+listen = $base/sock/\$USER.sock
 $(pool_settings)
 """
 EOF
-  } >"$CONF/tenants/$1.toml"
+  } >"$conf/tenants/$1.toml"
 }
 
 svc_state() { # TENANT -> "STATE PID"
@@ -261,10 +328,11 @@ start_bare() { # CPU|-
   die "bare php-fpm did not start: $(tail -5 "$W/bare/php-fpm.log" "$W/bare/stderr" 2>/dev/null)"
 }
 
-# Host pids of the PHP-FPM processes of the tenant's sandbox (its cgroup).
-sandbox_fpm_pids() {
-  local f p
-  for f in /sys/fs/cgroup/"$PARENT/$TENANT"/cgroup.procs /sys/fs/cgroup/*/"$PARENT/$TENANT"/cgroup.procs; do
+# Host pids of the PHP-FPM processes of the tenant's sandbox (its cgroup);
+# PARENT: the cgroup parent of the corral instance (default: the main one).
+sandbox_fpm_pids() { # [PARENT]
+  local f p par=${1:-$PARENT}
+  for f in /sys/fs/cgroup/"$par/$TENANT"/cgroup.procs /sys/fs/cgroup/*/"$par/$TENANT"/cgroup.procs; do
     [ -r "$f" ] || continue
     while read -r p; do
       [[ $(cat "/proc/$p/comm" 2>/dev/null) == php-fpm* ]] && echo "$p"
@@ -290,6 +358,102 @@ throttled() {
   done
 }
 bare_fpm_pids() { echo "$BARE_PID"; pgrep -P "$BARE_PID" || true; }
+# What the kernel says about processes' seccomp and speculation state: the
+# distinct "Seccomp_filters N, SSB ..., IB ..." lines, joined by "; ".
+sec_of() {
+  local p
+  for p in "$@"; do
+    awk -F'\t' '/^Seccomp_filters:/ {f = $2} /^Speculation_Store_Bypass:/ {s = $2} /^SpeculationIndirectBranch:/ {b = $2}
+      END {printf "Seccomp_filters %s, SSB %s, IB %s\n", f, s, b}' "/proc/$p/status" 2>/dev/null || true
+  done | sort -u | paste -sd';' -
+}
+
+# The bare pool in a cgroup (variants bare-cg, bare-cgq): the same pool,
+# its own socket ($W/VARIANT), its master moved into $PARENT-VARIANT/TENANT,
+# as deep as the tenant's cgroup (every hierarchy of CG_HIER; bare-cg: no
+# limit written; bare-cgq: the tenant's CPU quota) before it execs php-fpm,
+# so its workers are born there.
+declare -A BCG_PID=()
+stop_bcg() { # VARIANT
+  local p=${BCG_PID[$1]:-}
+  [ -n "$p" ] || return 0
+  kill -QUIT "$p" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+  kill -0 "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null
+  wait "$p" 2>/dev/null || true
+  BCG_PID[$1]=
+}
+start_bcg() { # VARIANT CPU|-
+  local v=$1 pin=() d procs=() f
+  stop_bcg "$v"
+  rm -f "$W/$v/php.sock"
+  [ "$2" != - ] && pin=(taskset -c "$2")
+  for d in "${CG_HIER[@]}"; do
+    mkdir -p "$d/$PARENT-$v/$TENANT"
+    procs+=("$d/$PARENT-$v/$TENANT/cgroup.procs")
+    [ "$v" = bare-cgq ] || continue
+    for f in cpu.max cpu.cfs_period_us cpu.cfs_quota_us; do
+      if [ -e "$d/$PARENT/$TENANT/$f" ]; then
+        cat "$d/$PARENT/$TENANT/$f" >"$d/$PARENT-$v/$TENANT/$f" || die "cannot copy $f of $TENANT's cgroup"
+      fi
+    done
+  done
+  # shellcheck disable=SC2016 # the inner script's own $$ and $@
+  "${pin[@]}" sh -c 'for f in $1; do echo $$ >"$f" || exit 1; done; shift; exec "$@"' _ "${procs[*]}" \
+    "$PHP_FPM" --nodaemonize --fpm-config "$W/$v/php-fpm.conf" 2>>"$W/$v/stderr" &
+  BCG_PID[$v]=$!
+  for _ in $(seq 200); do [ -S "$W/$v/php.sock" ] && return; sleep 0.05; done
+  die "$v php-fpm did not start: $(tail -5 "$W/$v/php-fpm.log" "$W/$v/stderr" 2>/dev/null)"
+}
+bcg_fpm_pids() { echo "${BCG_PID[$1]}"; pgrep -P "${BCG_PID[$1]}" || true; }
+# The CPU quota of a cgroup of the variants, as "QUOTA/PERIOD" (v2 cpu.max order).
+cg_quota() { # CGROUP-PATH below the hierarchies
+  local d
+  for d in "${CG_HIER[@]}"; do
+    [ -e "$d/$1/cpu.max" ] && { tr ' ' / <"$d/$1/cpu.max"; return; }
+    [ -e "$d/$1/cpu.cfs_quota_us" ] && { echo "$(cat "$d/$1/cpu.cfs_quota_us")/$(cat "$d/$1/cpu.cfs_period_us")"; return; }
+  done
+}
+# The PHP-FPM processes of a configuration (s, b, floor, off, bare-cg).
+pool_pids() {
+  case $1 in
+    s) sandbox_fpm_pids ;; b) bare_fpm_pids ;; bare-cg | bare-cgq) bcg_fpm_pids "$1" ;;
+    *) sandbox_fpm_pids "$PARENT-$1" ;;
+  esac
+}
+# The master of a configuration's pool: its process whose parent is not
+# one of the pool's.
+pool_master() { # CONF
+  local pids p
+  pids=" $(pool_pids "$1" | tr '\n' ' ') "
+  for p in $pids; do
+    [[ $pids == *" $(awk '/^PPid:/ {print $2}' "/proc/$p/status" 2>/dev/null) "* ]] || { echo "$p"; return; }
+  done
+}
+# Where a configuration's CPU goes: one line per process, "ROLE PID NS
+# SWITCHES" (ROLE fpm, nginx or init; NS: the kernel's sum_exec_runtime
+# from /proc/PID/schedstat, all threads; SWITCHES: voluntary + involuntary
+# context switches), for the pool, the nginx worker(s) and, for a sandbox,
+# its init. Two snapshots around an h2load run give CPU per request.
+declare -A INIT_OF=()
+snap() { # CONF
+  local p r
+  {
+    for p in $(pool_pids "$1"); do echo "fpm $p"; done
+    for p in $(pgrep -P "$(cat "$NGINX_PID")"); do echo "nginx $p"; done
+    [ -z "${INIT_OF[$1]:-}" ] || echo "init ${INIT_OF[$1]}"
+  } | while read -r r p; do
+    [ -r "/proc/$p/schedstat" ] || continue
+    awk -v r="$r" -v p="$p" 'FNR == NR {ns = $1; next} /^(voluntary|nonvoluntary)_ctxt_switches:/ {cs += $2}
+      END {print r, p, ns, cs}' "/proc/$p/schedstat" "/proc/$p/status" 2>/dev/null || true
+  done
+}
+# The difference of two snapshots, per role: "ROLE NS SWITCHES" (a process
+# born in between counts from 0).
+snap_delta() { # BEFORE AFTER
+  awk 'FNR == NR {ns[$2] = $3; cs[$2] = $4; next} {dn[$1] += $3 - ns[$2]; dc[$1] += $4 - cs[$2]}
+    END {for (r in dn) print r, dn[r], dc[r]}' "$1" "$2"
+}
 
 # One h2load run: req/s (fails on any failed request).
 h2() { # PORT CPU|- N
@@ -326,8 +490,15 @@ cleanup() {
   trap - EXIT INT TERM
   stop_nginx
   stop_bare
+  for v in "${V_CG[@]}"; do stop_bcg "$v"; done
   [ -x "$C" ] && "$C" --state-dir "$STATE" --config-dir "$CONF" --cgroup-parent "$PARENT" down --all >/dev/null 2>&1
-  for d in /sys/fs/cgroup/*/"$PARENT" /sys/fs/cgroup/"$PARENT"; do
+  for v in "${V_SB[@]}"; do
+    [ -x "$C" ] && "$C" --state-dir "$W/v-$v/state" --config-dir "$W/v-$v/config" --cgroup-parent "$PARENT-$v" down --all >/dev/null 2>&1
+  done
+  for d in /sys/fs/cgroup/*/"$PARENT"-bare-cg{,q}/* /sys/fs/cgroup/"$PARENT"-bare-cg{,q}/*; do
+    [ -d "$d" ] && rmdir "$d" 2>/dev/null
+  done
+  for d in /sys/fs/cgroup/*/"$PARENT"{,-floor,-off,-bare-cg,-bare-cgq} /sys/fs/cgroup/"$PARENT"{,-floor,-off,-bare-cg,-bare-cgq}; do
     [ -d "$d" ] && rmdir "$d" 2>/dev/null
     # corral's own parent too, once nothing is below it (as the tests do).
     rmdir "$(dirname "$d")" 2>/dev/null
@@ -351,7 +522,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-mkdir -p "$W/bin" "$CONF/tenants" "$W/sock" "$W/log" "$W/nginx" "$W/bare" "$W/tmp" "$W/out"
+mkdir -p "$W/bin" "$CONF/tenants" "$W/sock" "$W/log" "$W/nginx" "$W/bare" "$W/bare-cg" "$W/bare-cgq" "$W/tmp" "$W/out"
+for v in "${V_SB[@]}"; do mkdir -p "$W/v-$v/config/tenants" "$W/v-$v/sock" "$W/v-$v/log"; done
 chmod 755 "$W"/* # nginx (www-data) reaches the sockets; corral wants root-owned, not group/other-writable dirs
 cp "$SRC_CORRAL" "$W/bin/corral"
 cp "$SRC_INIT" "$W/bin/corral-init"
@@ -360,8 +532,23 @@ cp "$SRC_INIT" "$W/bin/corral-init"
 export CORRAL_INIT=$W/bin/corral-init
 CR=("$C" --state-dir "$STATE" --config-dir "$CONF" --cgroup-parent "$PARENT")
 corral() { "${CR[@]}" "$@"; }
+# The corral instance of a variant (floor, off); "s": the main one.
+corral_of() { # VARIANT ARGS...
+  local v=$1
+  shift
+  if [ "$v" = s ]; then corral "$@"; else "$C" --state-dir "$W/v-$v/state" --config-dir "$W/v-$v/config" --cgroup-parent "$PARENT-$v" "$@"; fi
+}
+# The floor variant's wrapper (bench/c/floor-exec.c), bound at FLOOR_IN
+# inside the sandbox.
+FLOOR_IN=/etc/corral-bench-floor-exec
+if [[ " ${V_SB[*]} " == *" floor "* ]]; then
+  command -v cc >/dev/null || die "missing tools: cc (Debian package gcc), for --variants floor"
+  cc -O2 -static -o "$W/bin/floor-exec" "$(dirname "$0")/c/floor-exec.c" 2>/dev/null ||
+    cc -O2 -o "$W/bin/floor-exec" "$(dirname "$0")/c/floor-exec.c" || die "cannot build bench/c/floor-exec.c"
+fi
 
-RES_TP=() RES_COLD='' RES_MEM='' LIMITS_CPU='' PAGE_S='' PAGE_B=
+label() { case $1 in s) echo corral ;; b) echo bare ;; *) echo "$1" ;; esac; }
+RES_TP=() RES_VAR=() RES_CPU=() RES_COLD='' RES_MEM='' LIMITS_CPU='' PAGE_S='' PAGE_B=
 
 #######################################################################
 # Throughput and cold start
@@ -384,6 +571,21 @@ if ((DO_TP || DO_COLD)); then
   [ -n "$EXTRA" ] && extra=$(printf '%s\n%s\n' "$extra" "$EXTRA")
   tenant_file "$TENANT" with "$extra"
   corral check --tenant "$TENANT" >/dev/null || die "corral check --tenant $TENANT failed"
+  for v in "${V_SB[@]}"; do
+    tenant_file "$TENANT" with "$extra" "$v"
+    corral_of "$v" check --tenant "$TENANT" >/dev/null || die "corral check --tenant $TENANT of variant $v failed"
+  done
+  # The hierarchies the bare-cg pool joins: those corral puts tenants in.
+  CG_HIER=()
+  if ((${#V_CG[@]})); then
+    if [ -f /sys/fs/cgroup/cgroup.controllers ]; then CG_HIER=(/sys/fs/cgroup); else
+      for h in cpu cpuacct memory pids blkio freezer; do
+        [ -d "/sys/fs/cgroup/$h" ] || continue
+        d=$(readlink -f "/sys/fs/cgroup/$h")
+        [[ " ${CG_HIER[*]} " == *" $d "* ]] || CG_HIER+=("$d")
+      done
+    fi
+  fi
   cat >"$W/bare/php-fpm.conf" <<EOF
 [global]
 pid = $W/bare/php-fpm.pid
@@ -399,10 +601,22 @@ listen.group = www-data
 listen.mode = 0660
 $(pool_settings)
 EOF
+  for v in "${V_CG[@]}"; do sed "s|$W/bare/|$W/$v/|g" "$W/bare/php-fpm.conf" >"$W/$v/php-fpm.conf"; done
   PORT_S=$(free_port)
   PORT_B=$(free_port)
   while [ "$PORT_B" = "$PORT_S" ]; do PORT_B=$(free_port); done
-  cat >"$W/nginx/nginx.conf" <<EOF
+  # The variants' ports and sockets, and every configuration in the rounds.
+  declare -A VPORT=([s]=$PORT_S [b]=$PORT_B) VSOCK=([s]=$W/sock/$TENANT.sock [b]=$W/bare/php.sock)
+  CONFS=(s b)
+  for v in "${V_SB[@]}" "${V_CG[@]}"; do
+    p=$(free_port)
+    while [[ " ${VPORT[*]} " == *" $p "* ]]; do p=$(free_port); done
+    VPORT[$v]=$p
+    if [[ $v == bare-* ]]; then VSOCK[$v]=$W/$v/php.sock; else VSOCK[$v]=$W/v-$v/sock/$TENANT.sock; fi
+    CONFS+=("$v")
+  done
+  {
+    cat <<EOF
 user www-data;
 worker_processes 1;
 pid $NGINX_PID;
@@ -410,26 +624,22 @@ error_log $W/nginx/error.log;
 events { worker_connections 1024; }
 http {
   access_log off;
-  server {
-    listen 127.0.0.1:$PORT_S;
-    root $DOC;
-    location ~ \.php\$ {
-      include /etc/nginx/fastcgi_params;
-      fastcgi_param SCRIPT_FILENAME \$document_root\$fastcgi_script_name;
-      fastcgi_pass unix:$W/sock/$TENANT.sock;
-    }
-  }
-  server {
-    listen 127.0.0.1:$PORT_B;
-    root $DOC;
-    location ~ \.php\$ {
-      include /etc/nginx/fastcgi_params;
-      fastcgi_param SCRIPT_FILENAME \$document_root\$fastcgi_script_name;
-      fastcgi_pass unix:$W/bare/php.sock;
-    }
-  }
-}
 EOF
+    for m in "${CONFS[@]}"; do
+      cat <<EOF
+  server {
+    listen 127.0.0.1:${VPORT[$m]};
+    root $DOC;
+    location ~ \.php\$ {
+      include /etc/nginx/fastcgi_params;
+      fastcgi_param SCRIPT_FILENAME \$document_root\$fastcgi_script_name;
+      fastcgi_pass unix:${VSOCK[$m]};
+    }
+  }
+EOF
+    done
+    echo "}"
+  } >"$W/nginx/nginx.conf"
   nginx -t -q -c "$W/nginx/nginx.conf" -e "$W/nginx/error.log" || die "nginx -t failed"
 
   setups=("unpinned - -")
@@ -455,6 +665,17 @@ EOF
     [ "$(svc_state "$TENANT" | cut -d' ' -f1)" = running ] || die "$TENANT: service php not running after a request"
     [[ $PAGE_S == "hello "* && $PAGE_B == "hello "* ]] || die "unexpected pages: '$PAGE_S' / '$PAGE_B'"
     if ((DO_TP)); then
+      # The variants: their sandboxes (first request starts their FPM) and
+      # the bare pool in its cgroup.
+      for v in "${V_CG[@]}"; do start_bcg "$v" "$scpu"; done
+      for v in "${V_SB[@]}"; do
+        corral_of "$v" down "$TENANT" >/dev/null 2>&1 || true
+        on_cpu "$scpu" "$C" --state-dir "$W/v-$v/state" --config-dir "$W/v-$v/config" --cgroup-parent "$PARENT-$v" up "$TENANT" >/dev/null
+      done
+      for m in "${CONFS[@]:2}"; do
+        pg=$(curl -s -m 30 "http://127.0.0.1:${VPORT[$m]}/hello.php") || die "variant $m: no page"
+        [[ $pg == "hello "* ]] || die "variant $m: unexpected page '$pg'"
+      done
       # Pinned: the sandbox's PHP-FPM onto the server CPU. The init (and so
       # every service it starts) deliberately forgets the affinity of the
       # process that brought it up (spawn::neutral_attributes), so `taskset
@@ -462,12 +683,13 @@ EOF
       # had one. The master is pinned with its workers; workers forked later
       # inherit the master's CPU.
       if [ "$scpu" != - ]; then
-        mapfile -t spids < <(sandbox_fpm_pids)
-        ((${#spids[@]})) || die "no php-fpm process found in $TENANT's cgroup to pin"
-        for p in "${spids[@]}"; do taskset -p -c "$scpu" "$p" >/dev/null || die "taskset -p -c $scpu $p failed"; done
+        for par in "$PARENT" "${V_SB[@]/#/$PARENT-}"; do
+          mapfile -t spids < <(sandbox_fpm_pids "$par")
+          ((${#spids[@]})) || die "no php-fpm process found in $par/$TENANT to pin"
+          for p in "${spids[@]}"; do taskset -p -c "$scpu" "$p" >/dev/null || die "taskset -p -c $scpu $p failed"; done
+        done
       fi
-      h2 "$PORT_S" "$ccpu" "$WARM" >/dev/null
-      h2 "$PORT_B" "$ccpu" "$WARM" >/dev/null
+      for m in "${CONFS[@]}"; do h2 "${VPORT[$m]}" "$ccpu" "$WARM" >/dev/null; done
       # What is pinned, as the kernel sees it (after the warm-up, with workers).
       mapfile -t spids < <(sandbox_fpm_pids)
       mapfile -t bpids < <(bare_fpm_pids)
@@ -478,21 +700,75 @@ EOF
         [ "$(cpus_of "${spids[@]}")" = "$scpu" ] && [ "$(cpus_of "${bpids[@]}")" = "$scpu" ] ||
           die "$name: the pools are not both on CPU $scpu: $aff"
       fi
-      : >"$W/out/$name.s"
-      : >"$W/out/$name.b"
+      log "$name: corral's FPM: $(sec_of "${spids[@]}"); bare FPM: $(sec_of "${bpids[@]}")"
+      for m in "${CONFS[@]:2}"; do
+        mapfile -t vp < <(pool_pids "$m")
+        ((${#vp[@]})) || die "variant $m: no php-fpm process"
+        [ "$scpu" = - ] || [ "$(cpus_of "${vp[@]}")" = "$scpu" ] || die "$name: variant $m's pool is on CPUs $(cpus_of "${vp[@]}"), not $scpu"
+        q=
+        [ "$m" = bare-cgq ] && q=", CPU quota $(cg_quota "$PARENT-$m/$TENANT") (the tenant's: $(cg_quota "$PARENT/$TENANT"))"
+        log "$name: $m's FPM: CPUs $(cpus_of "${vp[@]}") (${#vp[@]} procs), $(sec_of "${vp[@]}")$q"
+      done
+      for m in "${CONFS[@]}"; do : >"$W/out/$name.$m"; : >"$W/out/$name.$m.cpu"; done
+      # Each pool's master: the same one must serve every round (no restart).
+      declare -A MASTER=()
+      for m in "${CONFS[@]}"; do MASTER[$m]=$(pool_master "$m"); done
+      INIT_OF=()
+      for m in s "${V_SB[@]}"; do INIT_OF[$m]=$(corral_of "$m" ls --json | jq -r '.[0].pid'); done
+      n=${#CONFS[@]}
       for i in $(seq "$ROUNDS"); do
-        if ((i % 2)); then order="s b"; else order="b s"; fi
-        for m in $order; do
-          if [ "$m" = s ]; then port=$PORT_S; else port=$PORT_B; fi
-          h2 "$port" "$ccpu" "$REQUESTS" >>"$W/out/$name.$m"
+        # Each round starts at the next configuration (a rotation: over n
+        # rounds each one runs once in every position; with two, the order
+        # alternates).
+        order=()
+        for ((k = 0; k < n; k++)); do order+=("${CONFS[$(((i - 1 + k) % n))]}"); done
+        for m in "${order[@]}"; do
+          snap "$m" >"$W/out/snap.0"
+          if [ -n "$PERF_DIR" ] && ((i == ROUNDS)); then
+            perf record -q -e cpu-clock -a -g -o "$PERF_DIR/$name.$(label "$m").data" -- \
+              bash -c "$(declare -f h2 die); CONC=$CONC; h2 ${VPORT[$m]} $ccpu $REQUESTS" >>"$W/out/$name.$m" 2>"$W/out/perf.err" ||
+              die "perf record failed: $(tail -3 "$W/out/perf.err")"
+          else
+            h2 "${VPORT[$m]}" "$ccpu" "$REQUESTS" >>"$W/out/$name.$m"
+          fi
+          snap "$m" >"$W/out/snap.1"
+          snap_delta "$W/out/snap.0" "$W/out/snap.1" >>"$W/out/$name.$m.cpu"
         done
-        log "$name: round $i/$ROUNDS: sandbox $(tail -1 "$W/out/$name.s") req/s, bare $(tail -1 "$W/out/$name.b") req/s"
+        line=
+        for m in "${CONFS[@]}"; do line+=" $(label "$m") $(tail -1 "$W/out/$name.$m"),"; done
+        log "$name: round $i/$ROUNDS (req/s):${line%,}"
+        for m in "${CONFS[@]}"; do
+          mapfile -t vp < <(pool_pids "$m")
+          [ "$(pool_master "$m")" = "${MASTER[$m]}" ] ||
+            die "$name: round $i: $(label "$m")'s PHP-FPM master is no longer ${MASTER[$m]} (restarted?)"
+          [ "$scpu" = - ] || [ "$(cpus_of "${vp[@]}")" = "$scpu" ] ||
+            die "$name: round $i: $(label "$m")'s pool is on CPUs $(cpus_of "${vp[@]}"), not $scpu"
+        done
       done
       thr=$(throttled)
       [ -n "$thr" ] && aff="$aff; sandbox cgroup CPU throttling since up: $thr"
       ms=$(median <"$W/out/$name.s")
       mb=$(median <"$W/out/$name.b")
       RES_TP+=("$name $ms $mb $(minmax <"$W/out/$name.s") $(minmax <"$W/out/$name.b") $(paste -sd, "$W/out/$name.s") $(paste -sd, "$W/out/$name.b")|$aff")
+      # System calls per request of each pool (a run of its own: the
+      # tracepoint costs the traced pool).
+      for m in "${CONFS[@]}"; do
+        sc=nan
+        if ((SYSCALLS)); then
+          perf stat -x, -e raw_syscalls:sys_enter -o "$W/out/perf.stat" -p "$(pool_pids "$m" | paste -sd, -)" -- \
+            bash -c "$(declare -f h2 die); CONC=$CONC; h2 ${VPORT[$m]} $ccpu $REQUESTS" >/dev/null 2>"$W/out/perf.err" ||
+            die "perf stat failed: $(tail -3 "$W/out/perf.err")"
+          sc=$(awk -F, -v n="$REQUESTS" '/raw_syscalls:sys_enter/ {printf "%.1f", $1 / n}' "$W/out/perf.stat")
+          log "$name: $(label "$m"): $sc system calls per request (PHP-FPM)"
+        fi
+        RES_CPU+=("$name $m $sc $(awk -v n=$((ROUNDS * REQUESTS)) '{ns[$1] += $2; cs[$1] += $3}
+          END {printf "%.2f %.3f %.2f %.3f %.3f %.4f\n", ns["fpm"] / n / 1e3, cs["fpm"] / n, ns["nginx"] / n / 1e3, cs["nginx"] / n, ns["init"] / n / 1e3, cs["init"] / n}' "$W/out/$name.$m.cpu")")
+      done
+      for m in "${CONFS[@]:2}"; do
+        RES_VAR+=("$name $m $(median <"$W/out/$name.$m") $mb $(minmax <"$W/out/$name.$m") $(paste -sd, "$W/out/$name.$m")")
+      done
+      for v in "${V_CG[@]}"; do stop_bcg "$v"; done
+      for v in "${V_SB[@]}"; do corral_of "$v" down "$TENANT" >/dev/null; done
     fi
     if ((DO_COLD)) && [ "$name" = unpinned ]; then
       : >"$W/out/cold"
@@ -636,6 +912,22 @@ summary() {
         "$(printf '%.0f (%.0f..%.0f)' "$mb" "$bmin" "$bmax")" "$ratio" "$(verdict "$ratio" 0.97 ge)"
     done
     for r in "${RES_TP[@]}"; do echo "  ${r%% *}: ${r#*|}"; done
+    echo
+    echo "CPU per request over the rounds (µs of sum_exec_runtime; switches: context switches per request)"
+    printf '%-9s %-8s %8s %9s %8s %9s %8s %9s %9s\n' "" "" "fpm µs" switches "nginx µs" switches "init µs" switches syscalls
+    for r in "${RES_CPU[@]}"; do
+      read -r name m sc a b c d e f <<<"$r"
+      printf '%-9s %-8s %8s %9s %8s %9s %8s %9s %9s\n' "$name" "$(label "$m")" "$a" "$b" "$c" "$d" "$e" "$f" "$sc"
+    done
+    if ((${#RES_VAR[@]})); then
+      echo
+      printf '%-9s %-8s %26s %8s\n' "variants" "" "req/s (min..max)" "÷ bare"
+      for r in "${RES_VAR[@]}"; do
+        read -r name m mv mb vmin vmax _ <<<"$r"
+        printf '%-9s %-8s %26s %8s\n' "$name" "$m" "$(printf '%.0f (%.0f..%.0f)' "$mv" "$vmin" "$vmax")" \
+          "$(awk -v a="$mv" -v b="$mb" 'BEGIN {printf "%.3f", a / b}')"
+      done
+    fi
   fi
   if [ -n "$RES_COLD" ]; then
     read -r cmed cmax wmed wmax bmed bmax <<<"$RES_COLD"
@@ -660,11 +952,22 @@ summary() {
   fi
 }
 json() {
-  local tp='[]' cold=null mem=null r
+  local tp='[]' cold=null mem=null r var='[]' cpu='[]'
   for r in "${RES_TP[@]}"; do
     read -r name ms mb _ _ _ _ sl bl <<<"${r%%|*}"
     tp=$(jq -c --arg n "$name" --argjson ms "$ms" --argjson mb "$mb" --argjson s "[$sl]" --argjson b "[$bl]" --arg aff "${r#*|}" \
       '. + [{setup: $n, sandbox_rps: $ms, bare_rps: $mb, ratio: ($ms / $mb * 1000 | round / 1000), target: 0.97, met: ($ms / $mb >= 0.97), sandbox_rounds: $s, bare_rounds: $b, affinity: $aff}]' <<<"$tp")
+  done
+  for r in "${RES_VAR[@]}"; do
+    read -r name m mv mb _ _ vl <<<"$r"
+    var=$(jq -c --arg n "$name" --arg m "$m" --argjson mv "$mv" --argjson mb "$mb" --argjson l "[$vl]" \
+      '. + [{setup: $n, variant: $m, rps: $mv, bare_rps: $mb, ratio: ($mv / $mb * 1000 | round / 1000), rounds: $l}]' <<<"$var")
+  done
+  for r in "${RES_CPU[@]}"; do
+    read -r name m sc a b c d e f <<<"$r"
+    [ "$sc" = nan ] && sc=null
+    cpu=$(jq -c --arg n "$name" --arg m "$(label "$m")" --argjson sc "$sc" --argjson a "$a" --argjson b "$b" --argjson c "$c" --argjson d "$d" --argjson e "$e" --argjson f "$f" \
+      '. + [{setup: $n, config: $m, fpm_us: $a, fpm_switches: $b, nginx_us: $c, nginx_switches: $d, init_us: $e, init_switches: $f, fpm_syscalls: $sc}]' <<<"$cpu")
   done
   if [ -n "$RES_COLD" ]; then
     read -r cmed cmax wmed wmax bmed bmax <<<"$RES_COLD"
@@ -679,12 +982,12 @@ json() {
        {tenants_per_set: '"$TENANTS"', with_service: s(0), without: s(8), difference_kib: (($v[7] - $v[15]) * 10 | round / 10), target_kib: 50, met: ($v[7] - $v[15] <= 50),
         fpm_processes: $fpm, services_not_waiting: $nw, processes_besides_inits: $res}')
   fi
-  jq -n --argjson tp "$tp" --argjson cold "$cold" --argjson mem "$mem" \
+  jq -n --argjson tp "$tp" --argjson var "$var" --argjson cpu "$cpu" --argjson cold "$cold" --argjson mem "$mem" \
     --arg tenant "$TENANT" --arg pm "$PM" --argjson children "$CHILDREN" --argjson requests "$REQUESTS" \
     --argjson conc "$CONC" --argjson rounds "$ROUNDS" --argjson ncold "$COLD" --argjson tenants "$TENANTS" \
     --arg corral "$SRC_CORRAL" --arg php_fpm "$PHP_FPM" --arg cpu "${LIMITS_CPU:-}" --arg extra "$EXTRA" \
     '{params: {tenant: $tenant, pm: $pm, max_children: $children, requests: $requests, concurrency: $conc, rounds: $rounds, cold: $ncold, tenants: $tenants, corral: $corral, php_fpm: $php_fpm, sandbox_cpu_limit: $cpu, profile_extra: $extra},
-      throughput: $tp, cold_start: $cold, memory: $mem}'
+      throughput: $tp, variants: $var, cpu_per_request: $cpu, cold_start: $cold, memory: $mem}'
 }
 if ((JSON)); then
   summary >&2
