@@ -57,6 +57,9 @@ if [ -z "$CORRAL" ]; then
   build_release >&2
 fi
 W=$(mktemp -d /run/corral-netbench.XXXXXX)
+# nginx's workers (nobody) serve $W/www: the run dir must be searchable, or
+# every request is answered 403 (the rates before 2026-11-25 15:40 were).
+chmod 0755 "$W"
 cp "$CORRAL" "$W/corral"; cp "${CORRAL_INIT:-$(dirname "$CORRAL")/corral-init}" "$W/corral-init"
 # corral execs the full CLI next to it (builds before the split have none).
 [ ! -e "$(dirname "$CORRAL")/corral-cli" ] || cp "$(dirname "$CORRAL")/corral-cli" "$W/corral-cli"
@@ -136,7 +139,9 @@ c up $T2 >/dev/null
 profile private
 c up $T >/dev/null
 URL=http://198.51.100.2/
-rps() { awk '/^finished in/ {print $4}'; }
+# req/s of one h2load run; a run with a failed request aborts the bench
+# (a rate of errors is not a rate of pages).
+rps() { awk '/^finished in/ {r = $4} /^requests:/ {n = $2; ok = $8} END {if (ok != n) {print "net.sh: " n - ok " of " n " requests failed" > "/dev/stderr"; exit 1} print r}'; }
 log "rate (pinned: $PIN): $((R / 4 > 2 ? R / 4 : 3)) rounds of h2load --h1 -n $N -c $C (keep-alive, then Connection: close with N/4)"
 : >"$W/ka.host"; : >"$W/ka.priv"; : >"$W/cl.host"; : >"$W/cl.priv"; : >"$W/ka.sbh"; : >"$W/cl.sbh"
 for ((i = 0; i < (R / 4 > 2 ? R / 4 : 3); i++)); do
