@@ -413,7 +413,11 @@ fn decode_request(
         #[serde(rename = "Run", borrow)]
         run: RunInPlace<'a>,
     }
+    // Every field of `proto::RunRequest`, and no other: a field added there
+    // and not here makes this parse fail, and the request is read the
+    // ordinary way below instead of losing the field.
     #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
     struct RunInPlace<'a> {
         argv: Vec<String>,
         #[serde(borrow)]
