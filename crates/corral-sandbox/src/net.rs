@@ -41,7 +41,10 @@
 //! * Denied on the way out: link-local (cloud metadata 169.254.169.254),
 //!   the tenants' subnet, multicast, and the operator's `deny` list (e.g.
 //!   RFC 1918); DNS to the host's own nameservers stays allowed. The rest is
-//!   masqueraded out of the host's routes.
+//!   masqueraded out of the host's routes, TCP and UDP to source ports of
+//!   the tenants' own (outside the host's ephemeral range, which each
+//!   tenant's namespace uses too: [`tenant_ports`]), so that a tenant's new
+//!   connection never meets a server's TIME_WAIT socket of the host's own.
 //! * Per tenant, `corral up` does seven netlink requests (no exec) and two
 //!   or three sysctl writes: the veth pair made with its peer straight in
 //!   the init's namespace, the host end's sysctls, its address, up, then in
@@ -357,7 +360,7 @@ fn master_of(name: &str) -> Option<String> {
 /// veth pair and configure both ends. On failure, nothing of the tenant's
 /// stays (the table does).
 pub fn attach(net: &Net, owner: &str, pid: i32) -> Result<Attached, NetError> {
-    let relay = ensure_host(net)?;
+    let host = ensure_host(net)?;
     let (index, lease_path) = lease(net, owner)?;
     let a = Attached {
         host_if: net.host_if(index),
@@ -366,7 +369,7 @@ pub fn attach(net: &Net, owner: &str, pid: i32) -> Result<Attached, NetError> {
         lease: lease_path,
     };
     let mut made = false;
-    match plug(&a, pid, relay, &mut made) {
+    match plug(&a, pid, &host, &mut made) {
         Ok(()) => Ok(a),
         Err(e) => {
             if made {
@@ -417,7 +420,8 @@ fn set_conf(family: &str, ifname: &str, key: &str, value: &str) -> std::io::Resu
     std::fs::write(format!("/proc/sys/net/{family}/conf/{ifname}/{key}"), value)
 }
 
-fn plug(a: &Attached, pid: i32, relay: bool, made: &mut bool) -> Result<(), NetError> {
+fn plug(a: &Attached, pid: i32, host_side: &HostSide, made: &mut bool) -> Result<(), NetError> {
+    let relay = host_side.relay;
     let mut host = Netlink::open().map_err(sys("open a netlink socket"))?;
     let make = |host: &mut Netlink| {
         let mut m = Msg::new(libc::RTM_NEWLINK, libc::NLM_F_CREATE | libc::NLM_F_EXCL);
@@ -492,6 +496,15 @@ fn plug(a: &Attached, pid: i32, relay: bool, made: &mut bool) -> Result<(), NetE
     let (mut inner, eth0) = in_netns(pid, || {
         let nl = Netlink::open()?;
         let eth0 = ifindex("eth0").ok_or(Errno::ENODEV)?;
+        // The tenant's connections take their source ports from the range
+        // they are masqueraded to, which NAT then keeps as they are.
+        if let Some((lo, hi)) = host_side.ports {
+            std::fs::write(
+                "/proc/sys/net/ipv4/ip_local_port_range",
+                format!("{lo} {hi}"),
+            )
+            .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+        }
         Ok((nl, eth0))
     })
     .map_err(sys(format!(
@@ -572,24 +585,76 @@ fn in_netns<T>(pid: i32, f: impl FnOnce() -> Result<T, Errno>) -> Result<T, Errn
 
 // ------------------------------------------------------------ the host side
 
+/// What the host side decided for every tenant.
+struct HostSide {
+    /// DNS is relayed to a resolver on the host's loopback.
+    relay: bool,
+    /// The source ports tenants' TCP and UDP are masqueraded to (and take
+    /// inside their namespace), when the host leaves a range free.
+    ports: Option<(u16, u16)>,
+}
+
+/// The host's ephemeral port range (`net.ipv4.ip_local_port_range`).
+fn host_port_range() -> Option<(u16, u16)> {
+    let s = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let mut it = s.split_whitespace().map(|w| w.parse::<u16>().ok());
+    Some((it.next()??, it.next()??))
+}
+
+/// The source ports for the tenants' masqueraded connections: the larger
+/// range of 1024–65535 the host's own ephemeral range (`host`) leaves free,
+/// if it holds at least 1,024 ports (32768–60999, the kernel's default,
+/// leaves 1024–32767).
+///
+/// Why apart: every tenant leaves by the host's address, like the host's
+/// own connections. Were a tenant's flow masqueraded to a source port the
+/// host has just used to the same server, the server would still hold that
+/// connection in TIME_WAIT, with the host's TCP timestamps (each source
+/// address has its own random offset); the tenant's SYN then carries
+/// timestamps from another clock, the server's PAWS check refuses it
+/// (`TcpExtPAWSTimewait`) and the tenant retries a second later. Conntrack
+/// does not prevent it: NAT may reuse the tuple of a connection of the
+/// host's own (not NATed) once that is in TIME_WAIT. Measured with the host
+/// and a tenant opening new connections to one server (docs/benchmarks.md):
+/// hundreds of refused SYNs and a third of the rate, none with the ranges
+/// apart. Between tenants, conntrack keeps NATed tuples for its own
+/// TIME_WAIT (120 s, longer than the server's 60 s), so tenants avoid each
+/// other's.
+pub fn tenant_ports(host: (u16, u16)) -> Option<(u16, u16)> {
+    let (lo, hi) = (host.0.min(host.1), host.0.max(host.1));
+    let below = (lo > 1024).then(|| (1024u16, lo - 1));
+    let above = (hi < u16::MAX).then(|| (hi.max(1023) + 1, u16::MAX));
+    let size = |r: &Option<(u16, u16)>| r.map_or(0, |(a, b)| u32::from(b) - u32::from(a) + 1);
+    let best = if size(&above) > size(&below) {
+        above
+    } else {
+        below
+    };
+    best.filter(|_| size(&best) >= 1024)
+}
+
 /// The nftables table, installed under a host-wide lock when the rules
 /// installed last (kept in `<run_dir>/<name>.nft`) differ from the
 /// configuration's (at the first `up` after a boot or an upgrade, or when
-/// the host's resolver changed). Returns whether DNS is relayed to a
-/// resolver on the host's loopback.
-fn ensure_host(net: &Net) -> Result<bool, NetError> {
+/// the host's resolver or ephemeral port range changed).
+fn ensure_host(net: &Net) -> Result<HostSide, NetError> {
     let relay = loopback_nameserver(&net.cfg.resolv_conf);
-    let rules = ruleset(net, &host_nameservers(&net.cfg.resolv_conf), relay);
+    let ports = host_port_range().and_then(tenant_ports);
+    let side = HostSide {
+        relay: relay.is_some(),
+        ports,
+    };
+    let rules = ruleset(net, &host_nameservers(&net.cfg.resolv_conf), relay, ports);
     let installed = net.cfg.run_dir.join(format!("{}.nft", net.cfg.name));
     let ready = || std::fs::read_to_string(&installed).ok().as_deref() == Some(rules.as_str());
     if ready() {
-        return Ok(relay.is_some());
+        return Ok(side);
     }
     std::fs::create_dir_all(&net.cfg.run_dir)
         .map_err(io(format!("create {}", net.cfg.run_dir.display())))?;
     let lock = setup_lock(&net.cfg.run_dir)?;
     if ready() {
-        return Ok(relay.is_some());
+        return Ok(side);
     }
     std::fs::write("/proc/sys/net/ipv4/ip_forward", "1")
         .map_err(io("enable IPv4 forwarding (net.ipv4.ip_forward)"))?;
@@ -608,7 +673,7 @@ fn ensure_host(net: &Net) -> Result<bool, NetError> {
     drop(lock);
     // What a bridged corral left, unless its tenants are still on it.
     retire_bridges(&net.cfg.run_dir, net.old_bridge())?;
-    Ok(relay.is_some())
+    Ok(side)
 }
 
 /// The host-wide lock around installing the rules and removing a bridged
@@ -806,7 +871,12 @@ pub fn relay_resolv_conf(text: &str, relay: Ipv4Addr) -> Option<String> {
 /// errors) still meets the rules. One difference: a destination added to
 /// `deny` applies to new flows; flows open when the rules change run until
 /// they end, as in any stateful firewall.
-pub fn ruleset(net: &Net, nameservers: &[Ipv4Addr], relay_to: Option<Ipv4Addr>) -> String {
+pub fn ruleset(
+    net: &Net,
+    nameservers: &[Ipv4Addr],
+    relay_to: Option<Ipv4Addr>,
+    ports: Option<(u16, u16)>,
+) -> String {
     let t = net.table();
     // Every tenant's host end.
     let p = net.pattern();
@@ -843,6 +913,15 @@ pub fn ruleset(net: &Net, nameservers: &[Ipv4Addr], relay_to: Option<Ipv4Addr>) 
             ),
         ),
     };
+    // TCP and UDP leave from the tenants' own port range (see
+    // [`tenant_ports`]); the rest (ICMP) by the plain rule below.
+    let nat_ports = match ports {
+        Some((lo, hi)) => format!(
+            "    ip saddr {} oifname != \"{p}\" meta l4proto {{ tcp, udp }} masquerade to :{lo}-{hi}\n",
+            net.subnet
+        ),
+        None => String::new(),
+    };
     format!(
         "table inet {t} {{}}
 delete table inet {t}
@@ -873,7 +952,7 @@ table inet {t} {{
   }}
   chain postrouting {{
     type nat hook postrouting priority srcnat; policy accept;
-    ip saddr {subnet} oifname != \"{p}\" masquerade
+{nat_ports}    ip saddr {subnet} oifname != \"{p}\" masquerade
   }}
 }}
 ",
@@ -1189,9 +1268,9 @@ mod tests {
             ..NetConfig::default()
         })
         .unwrap();
-        let r = ruleset(&net, &[Ipv4Addr::new(10, 255, 255, 53)], None);
+        let r = ruleset(&net, &[Ipv4Addr::new(10, 255, 255, 53)], None, None);
         assert!(!r.contains("dnat"), "{r}");
-        let r2 = ruleset(&net, &[], Some(Ipv4Addr::new(127, 0, 0, 53)));
+        let r2 = ruleset(&net, &[], Some(Ipv4Addr::new(127, 0, 0, 53)), None);
         assert!(
             r2.contains(
                 "iifname \"corral_*\" fib daddr type local meta l4proto { tcp, udp } th dport 53 dnat ip to 127.0.0.53"
@@ -1223,6 +1302,37 @@ mod tests {
             rules[2].starts_with("iifname \"corral_*\" oifname \"corral_*\" reject"),
             "{fwd}"
         );
+    }
+
+    #[test]
+    fn tenants_are_masqueraded_to_ports_the_hosts_own_range_leaves_free() {
+        // The kernel's default leaves 1024-32767 (and the smaller 61000-65535).
+        assert_eq!(tenant_ports((32768, 60999)), Some((1024, 32767)));
+        // A range low on the scale leaves the top.
+        assert_eq!(tenant_ports((1024, 20000)), Some((20001, 65535)));
+        assert_eq!(tenant_ports((20000, 1024)), Some((20001, 65535)));
+        // Nothing of 1,024 ports left: no range of their own.
+        assert_eq!(tenant_ports((1024, 65535)), None);
+        assert_eq!(tenant_ports((1500, 65000)), None);
+        assert_eq!(tenant_ports((2048, 64000)), Some((64001, 65535)));
+        assert_eq!(tenant_ports((2048, 64512)), Some((1024, 2047)));
+
+        let net = Net::new(NetConfig::default()).unwrap();
+        let r = ruleset(&net, &[], None, Some((1024, 32767)));
+        let nat = r.split("chain postrouting {").nth(1).unwrap();
+        let rules: Vec<&str> = nat.lines().map(str::trim).collect();
+        assert_eq!(
+            rules[2],
+            "ip saddr 10.213.0.0/16 oifname != \"corral_*\" meta l4proto { tcp, udp } masquerade to :1024-32767",
+            "{nat}"
+        );
+        // ICMP and the rest by the plain rule after it.
+        assert_eq!(
+            rules[3], "ip saddr 10.213.0.0/16 oifname != \"corral_*\" masquerade",
+            "{nat}"
+        );
+        let plain = ruleset(&net, &[], None, None);
+        assert!(!plain.contains("masquerade to"), "{plain}");
     }
 
     #[test]

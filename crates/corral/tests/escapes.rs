@@ -2122,6 +2122,8 @@ fn allow_list_denies_dockers_extras_and_unknown_numbers_and_runs_interpreters() 
 struct Server {
     port: u16,
     accepted: std::sync::Arc<AtomicU32>,
+    /// The source address of every connection, in order.
+    peers: std::sync::Arc<std::sync::Mutex<Vec<std::net::SocketAddr>>>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -2131,11 +2133,13 @@ impl Server {
         let port = l.local_addr().unwrap().port();
         let accepted = std::sync::Arc::new(AtomicU32::new(0));
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (a, s) = (accepted.clone(), stop.clone());
+        let peers = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (a, s, who) = (accepted.clone(), stop.clone(), peers.clone());
         std::thread::spawn(move || {
             while !s.load(Ordering::Relaxed) {
                 match l.accept() {
-                    Ok((mut c, _)) => {
+                    Ok((mut c, from)) => {
+                        who.lock().unwrap().push(from);
                         a.fetch_add(1, Ordering::Relaxed);
                         let _ = c.set_nonblocking(false);
                         let _ = c.set_read_timeout(Some(Duration::from_millis(500)));
@@ -2152,8 +2156,12 @@ impl Server {
         Server {
             port,
             accepted,
+            peers,
             stop,
         }
+    }
+    fn peers(&self) -> Vec<std::net::SocketAddr> {
+        self.peers.lock().unwrap().clone()
     }
     fn accepted(&self) -> u32 {
         self.accepted.load(Ordering::Relaxed)
@@ -2350,6 +2358,55 @@ fn private_net_reaches_the_stand_in_internet() {
     assert_eq!(curl_in(&env, T1, &[&url]).as_deref(), Ok("hello\n"));
     assert_eq!(srv.accepted(), 2);
     verdict("PASS  private_net_reaches_the_stand_in_internet");
+}
+
+/// A tenant's connections leave by the host's address, as the host's own
+/// do. Were they masqueraded to a source port the host has just used to
+/// the same server, the server's TIME_WAIT socket of the host's connection
+/// (another TCP timestamp clock) would refuse the tenant's SYN (PAWS) and
+/// the tenant would wait a second per retry: the tenants' source ports are
+/// a range of their own, outside the host's ephemeral range, inside their
+/// namespace and after NAT alike.
+#[test]
+fn private_net_tenants_leave_from_ports_the_host_does_not_use() {
+    let env = Env::new();
+    env.default_profile_with("");
+    let (inet, srv, url) = internet_with_server();
+    private_tenant(&env, T1);
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
+    let host: Vec<u16> = range
+        .split_whitespace()
+        .map(|w| w.parse().unwrap())
+        .collect();
+    let (lo, hi) = corral_sandbox::net::tenant_ports((host[0], host[1]))
+        .expect("the host's ephemeral range leaves ports for the tenants");
+    // The tenant's own kernel picks from that range ...
+    let inside = env.sh(T1, "cat /proc/sys/net/ipv4/ip_local_port_range");
+    let inside: Vec<u16> = inside
+        .split_whitespace()
+        .map(|w| w.parse().unwrap())
+        .collect();
+    assert_eq!(inside, vec![lo, hi], "the tenant's ip_local_port_range");
+    // ... and the server sees its connections come from it.
+    let body = curl_in(&env, T1, &[&url, &url, &url, &url, &url]).unwrap();
+    assert_eq!(body, "hello\n".repeat(5));
+    let gw: std::net::IpAddr = format!("198.51.100.{}", inet.addr.octets()[3] - 1)
+        .parse()
+        .unwrap();
+    let peers = srv.peers();
+    assert_eq!(peers.len(), 5, "{peers:?}");
+    for p in &peers {
+        assert_eq!(p.ip(), gw, "masqueraded to the host's address: {peers:?}");
+        assert!(
+            (lo..=hi).contains(&p.port()) && !(host[0]..=host[1]).contains(&p.port()),
+            "a tenant's connection left from port {} \
+             (tenants {lo}-{hi}, the host {}-{}): {peers:?}",
+            p.port(),
+            host[0],
+            host[1]
+        );
+    }
+    verdict("PASS  private_net_tenants_leave_from_ports_the_host_does_not_use");
 }
 
 #[test]
