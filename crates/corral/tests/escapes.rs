@@ -2366,9 +2366,10 @@ fn private_net_reaches_the_stand_in_internet() {
 /// (another TCP timestamp clock) would refuse the tenant's SYN (PAWS) and
 /// the tenant would wait a second per retry: the tenants' source ports are
 /// a range of their own, outside the host's ephemeral range, inside their
-/// namespace and after NAT alike.
+/// namespace and after NAT alike; between tenants, their timestamps share
+/// one clock.
 #[test]
-fn private_net_tenants_leave_from_ports_the_host_does_not_use() {
+fn private_net_tenants_leave_from_ports_the_host_does_not_use_on_one_tcp_clock() {
     let env = Env::new();
     env.default_profile_with("");
     let (inet, srv, url) = internet_with_server();
@@ -2387,6 +2388,15 @@ fn private_net_tenants_leave_from_ports_the_host_does_not_use() {
         .map(|w| w.parse().unwrap())
         .collect();
     assert_eq!(inside, vec![lo, hi], "the tenant's ip_local_port_range");
+    // Its TCP timestamps come from the clock every tenant shares, with no
+    // random offset per source address (2): a server's TIME_WAIT socket of
+    // another tenant's connection on the same masqueraded tuple then does
+    // not refuse its SYN (PAWS).
+    assert_eq!(
+        env.sh(T1, "cat /proc/sys/net/ipv4/tcp_timestamps").trim(),
+        "2",
+        "the tenant's tcp_timestamps"
+    );
     // ... and the server sees its connections come from it.
     let body = curl_in(&env, T1, &[&url, &url, &url, &url, &url]).unwrap();
     assert_eq!(body, "hello\n".repeat(5));
@@ -2406,7 +2416,7 @@ fn private_net_tenants_leave_from_ports_the_host_does_not_use() {
             host[1]
         );
     }
-    verdict("PASS  private_net_tenants_leave_from_ports_the_host_does_not_use");
+    verdict("PASS  private_net_tenants_leave_from_ports_the_host_does_not_use_on_one_tcp_clock");
 }
 
 #[test]
