@@ -609,7 +609,7 @@ struct HostSide {
 }
 
 /// The host's ephemeral port range (`net.ipv4.ip_local_port_range`).
-fn host_port_range() -> Option<(u16, u16)> {
+pub fn host_port_range() -> Option<(u16, u16)> {
     let s = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
     let mut it = s.split_whitespace().map(|w| w.parse::<u16>().ok());
     Some((it.next()??, it.next()??))

@@ -18,7 +18,27 @@ fn check_other_files(ctx: &Ctx) -> anyhow::Result<()> {
         corral_gateway::TenantMap::load(&map)?;
         outln!("{}: ok", map.display());
     }
+    if let Some(w) = corral_sandbox::net::host_port_range().and_then(port_range_warning) {
+        eprintln!("warning: {w}");
+    }
     Ok(())
+}
+
+/// Private tenants are masqueraded to source ports the host's own
+/// ephemeral range leaves free (`corral_sandbox::net::tenant_ports`); a
+/// host whose range leaves fewer than 1,024 gets a warning.
+fn port_range_warning(host: (u16, u16)) -> Option<String> {
+    corral_sandbox::net::tenant_ports(host).is_none().then(|| {
+        format!(
+            "net.ipv4.ip_local_port_range is {} {}: it leaves fewer than 1,024 ports of \
+             1024-65535 for the connections of tenants with net = \"private\", so they are \
+             masqueraded to the host's own source ports, and a tenant's new connection can \
+             meet a server's TIME_WAIT socket of one of the host's (the server refuses the \
+             SYN, the tenant retries a second later); narrow the host's range (the kernel's \
+             default is 32768 60999)",
+            host.0, host.1
+        )
+    })
 }
 
 pub fn check(ctx: &Ctx, a: CheckArgs) -> anyhow::Result<i32> {
@@ -191,4 +211,14 @@ pub fn profile(ctx: &Ctx, p: ProfileCmd) -> anyhow::Result<i32> {
         }
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_host_port_range_that_leaves_the_tenants_none_is_warned_about() {
+        let w = super::port_range_warning((1024, 65535)).expect("warned");
+        assert!(w.contains("ip_local_port_range is 1024 65535"), "{w}");
+        assert!(super::port_range_warning((32768, 60999)).is_none());
+    }
 }
