@@ -42,9 +42,9 @@
 //!   the tenants' subnet, multicast, and the operator's `deny` list (e.g.
 //!   RFC 1918); DNS to the host's own nameservers stays allowed. The rest is
 //!   masqueraded out of the host's routes, TCP and UDP to source ports of
-//!   the tenants' own (outside the host's ephemeral range, which each
-//!   tenant's namespace uses too: [`tenant_ports`]), so that a tenant's new
-//!   connection never meets a server's TIME_WAIT socket of the host's own;
+//!   the tenants' own (outside the host's ephemeral range:
+//!   [`tenant_ports`]), so that a tenant's new connection never meets a
+//!   server's TIME_WAIT socket of the host's own;
 //!   tenants' TCP timestamps have no per-address random offset
 //!   (`tcp_timestamps = 2` in their namespace), so that meeting one of
 //!   another tenant's passes the server's PAWS check.
@@ -503,11 +503,6 @@ fn plug(a: &Attached, pid: i32, host_side: &HostSide, made: &mut bool) -> Result
             std::fs::write(format!("/proc/sys/net/ipv4/{key}"), value)
                 .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
         };
-        // The tenant's connections take their source ports from the range
-        // they are masqueraded to, which NAT then keeps as they are.
-        if let Some((lo, hi)) = host_side.ports {
-            sysctl("ip_local_port_range", &format!("{lo} {hi}"))?;
-        }
         // TCP timestamps from the one clock all tenants share, without the
         // random offset per source address: every tenant leaves by the
         // same masquerading address, and NAT may give one tenant's new
@@ -603,9 +598,6 @@ fn in_netns<T>(pid: i32, f: impl FnOnce() -> Result<T, Errno>) -> Result<T, Errn
 struct HostSide {
     /// DNS is relayed to a resolver on the host's loopback.
     relay: bool,
-    /// The source ports tenants' TCP and UDP are masqueraded to (and take
-    /// inside their namespace), when the host leaves a range free.
-    ports: Option<(u16, u16)>,
 }
 
 /// The host's ephemeral port range (`net.ipv4.ip_local_port_range`).
@@ -631,9 +623,12 @@ pub fn host_port_range() -> Option<(u16, u16)> {
 /// host's own (not NATed) once that is in TIME_WAIT. Measured with the host
 /// and a tenant opening new connections to one server (docs/benchmarks.md):
 /// hundreds of refused SYNs and a third of the rate, none with the ranges
-/// apart. Between tenants, conntrack keeps NATed tuples for its own
-/// TIME_WAIT (120 s, longer than the server's 60 s), so tenants avoid each
-/// other's.
+/// apart. Between tenants NAT does the same; there the remedy is one
+/// timestamp clock for all of them (`tcp_timestamps = 2` in [`plug`]).
+/// The tenants' namespaces keep the kernel's ephemeral range: NAT picks
+/// the port in this range, and a tenant's own listener on a port below
+/// 32768 (a Node app on 3000) never finds it taken by an outgoing
+/// connection.
 pub fn tenant_ports(host: (u16, u16)) -> Option<(u16, u16)> {
     let (lo, hi) = (host.0.min(host.1), host.0.max(host.1));
     let below = (lo > 1024).then(|| (1024u16, lo - 1));
@@ -656,7 +651,6 @@ fn ensure_host(net: &Net) -> Result<HostSide, NetError> {
     let ports = host_port_range().and_then(tenant_ports);
     let side = HostSide {
         relay: relay.is_some(),
-        ports,
     };
     let rules = ruleset(net, &host_nameservers(&net.cfg.resolv_conf), relay, ports);
     let installed = net.cfg.run_dir.join(format!("{}.nft", net.cfg.name));
