@@ -654,7 +654,13 @@ fn ensure_host(net: &Net) -> Result<HostSide, NetError> {
     };
     let rules = ruleset(net, &host_nameservers(&net.cfg.resolv_conf), relay, ports);
     let installed = net.cfg.run_dir.join(format!("{}.nft", net.cfg.name));
-    let ready = || std::fs::read_to_string(&installed).ok().as_deref() == Some(rules.as_str());
+    // The table itself is looked for too: a host firewall reload that
+    // flushes the whole ruleset (`flush ruleset`, the first line of
+    // Debian's /etc/nftables.conf) removes it behind corral's back.
+    let ready = || {
+        std::fs::read_to_string(&installed).ok().as_deref() == Some(rules.as_str())
+            && table_present(&net.table()) != Some(false)
+    };
     if ready() {
         return Ok(side);
     }
@@ -682,6 +688,26 @@ fn ensure_host(net: &Net) -> Result<HostSide, NetError> {
     // What a bridged corral left, unless its tenants are still on it.
     retire_bridges(&net.cfg.run_dir, net.old_bridge())?;
     Ok(side)
+}
+
+/// Whether the live ruleset holds table `inet <table>`: one
+/// `NFT_MSG_GETTABLE` on a netfilter netlink socket (no exec of `nft`).
+/// None when that cannot be asked.
+pub fn table_present(table: &str) -> Option<bool> {
+    const NFNL_SUBSYS_NFTABLES: u16 = 10;
+    const NFT_MSG_GETTABLE: u16 = 1;
+    const NFTA_TABLE_NAME: u16 = 1;
+    let mut nl = Netlink::open_protocol(libc::NETLINK_NETFILTER).ok()?;
+    let mut m = Msg::new((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETTABLE, 0);
+    // struct nfgenmsg: family, version (NFNETLINK_V0), resource id (big endian).
+    m.buf
+        .extend_from_slice(&[libc::NFPROTO_INET as u8, 0, 0, 0]);
+    m.attr_str(NFTA_TABLE_NAME, table);
+    match nl.request(m) {
+        Ok(()) => Some(true),
+        Err(Errno::ENOENT) => Some(false),
+        Err(_) => None,
+    }
 }
 
 /// The host-wide lock around installing the rules and removing a bridged
@@ -979,12 +1005,16 @@ struct Netlink {
 
 impl Netlink {
     fn open() -> Result<Netlink, Errno> {
+        Netlink::open_protocol(libc::NETLINK_ROUTE)
+    }
+
+    fn open_protocol(protocol: libc::c_int) -> Result<Netlink, Errno> {
         // SAFETY: socket(2) with constant arguments.
         let fd = unsafe {
             libc::socket(
                 libc::AF_NETLINK,
                 libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                libc::NETLINK_ROUTE,
+                protocol,
             )
         };
         if fd < 0 {

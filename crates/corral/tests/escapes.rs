@@ -2606,6 +2606,35 @@ fn ip_out(args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// A host firewall reload that flushes the whole ruleset (`flush ruleset`,
+/// the first line of Debian's /etc/nftables.conf) removes the tenants'
+/// table: the next `corral up` finds it gone and installs it again, although
+/// the rules it would write have not changed.
+#[test]
+fn private_net_table_removed_behind_corrals_back_is_installed_again_at_the_next_up() {
+    let env = Env::new();
+    env.default_profile_with("");
+    let net = TestNet::new(&env, "10.216.0.0/24");
+    let table = format!("{}_routed", net.name);
+    env.ok(&["up", T1]);
+    assert!(TestNet::nft_has(&table), "the first up installs {table}");
+    assert_eq!(corral_sandbox::net::table_present(&table), Some(true));
+    let o = Command::new("nft")
+        .args(["delete", "table", "inet", &table])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(corral_sandbox::net::table_present(&table), Some(false));
+    env.ok(&["up", T2]);
+    assert!(
+        TestNet::nft_has(&table),
+        "ESCAPED: {table} was removed and the next up did not install it again"
+    );
+    verdict(
+        "PASS  private_net_table_removed_behind_corrals_back_is_installed_again_at_the_next_up",
+    );
+}
+
 #[test]
 fn private_net_routes_each_tenant_on_a_link_of_its_own() {
     // No bridge: each tenant's veth is a point-to-point link routed by the
