@@ -2,25 +2,35 @@
 //!
 //! Every sandbox with `net = "private"` has its own network namespace (made
 //! by `namespaces::create`) joined to the host by a veth pair that is a
-//! routed point-to-point link of its own, with no bridge: the layout of the
-//! CNI `ptp` plugin (podman's and Kubernetes' point-to-point option) and of
+//! routed point-to-point link of its own, with no bridge: the layout of
 //! Calico's and Cilium's routed veths.
 //!
 //! ```text
-//!  tenant netns                         host
-//!  eth0 10.213.x.y/32 peer 10.213.0.1 ==== corral_N 10.213.0.1/32 peer 10.213.x.y
-//!  default via 10.213.0.1                  (so: route 10.213.x.y/32 dev corral_N)
+//!  tenant netns                          host
+//!  eth0 10.213.x.y/32 peer 10.213.0.1 ==== corral_N (no IPv4 address)
+//!  default via 10.213.0.1                  route 10.213.x.y/32 dev corral_N src 10.213.0.1
+//!  neigh 10.213.0.1 lladdr <corral_N's>    lo 10.213.0.1/32 (once, for every tenant)
 //!  lo 127.0.0.1/8                          routing + masquerade, one nftables table
 //! ```
 //!
-//! * Every host end holds the tenants' gateway address (the subnet's first)
-//!   as a /32 with the tenant's address as its peer: that one address makes
-//!   the host's /32 route to the tenant, which goes with the interface. The
-//!   tenant's eth0 holds its own /32 with the gateway as its peer, and a
-//!   default route via it. No bridge: tenants' packets never meet the bridge
-//!   layer nor `br_netfilter` (which, loaded host-wide, runs every bridged
-//!   frame through the IP hooks a second time), and there is no port limit
-//!   (a Linux bridge takes 1,024).
+//! * The tenants' gateway address (the subnet's first) is on the host once,
+//!   as a /32 on `lo` (made with the table, [`ensure_host`]; it stays, like
+//!   the table). Per tenant, the host has a /32 route to the tenant's
+//!   address through its host end, with the gateway as its preferred source;
+//!   the host end holds no address. (Until 2026-11 every host end held the
+//!   gateway as a /32 with the tenant as its peer: the host's local table
+//!   then had one `10.213.0.1` with one alias per host end, and adding or
+//!   removing one walked that list: 0.2 → 0.9–1.9 ms per `up` at 5,000
+//!   tenants. A host end made that way keeps working until its `down`.)
+//!   The tenant's eth0 holds its own /32 with the gateway as its peer, a
+//!   default route via it, and a permanent neighbour entry for the gateway
+//!   with the host end's MAC address: the tenant never asks for it by ARP,
+//!   which the host would answer for an address on `lo` only if the
+//!   host-wide ARP settings allow (`arp_ignore = 1` or `2` refuse an address
+//!   that is not on the interface asked). No bridge: tenants' packets never
+//!   meet the bridge layer nor `br_netfilter` (which, loaded host-wide, runs
+//!   every bridged frame through the IP hooks a second time), and there is
+//!   no port limit (a Linux bridge takes 1,024).
 //! * One nftables table (`inet <name>_routed`) serves every tenant; it is made
 //!   at the first `corral up` that needs it and stays, like Docker's. Its
 //!   rules match the host ends by one name pattern (`<name>_*`), never a
@@ -48,11 +58,12 @@
 //!   tenants' TCP timestamps have no per-address random offset
 //!   (`tcp_timestamps = 2` in their namespace), so that meeting one of
 //!   another tenant's passes the server's PAWS check.
-//! * Per tenant, `corral up` does seven netlink requests (no exec) and two
+//! * Per tenant, `corral up` does eight netlink requests (no exec) and two
 //!   or three sysctl writes: the veth pair made with its peer straight in
-//!   the init's namespace, the host end's sysctls, its address, up, then in
-//!   the tenant's namespace lo and eth0 up, the address and the default
-//!   route. A lease file (O_EXCL, at an index hashed from the tenant, probed
+//!   the init's namespace (the host end with a MAC address of corral's,
+//!   [`host_mac`]), the host end's sysctls, up, the route to the tenant,
+//!   then in the tenant's namespace lo and eth0 up, the address, the
+//!   gateway's neighbour entry and the default route. A lease file (O_EXCL, at an index hashed from the tenant, probed
 //!   linearly) gives each tenant a stable address.
 //! * A host a bridged corral (before routed veths) ran on keeps its bridge
 //!   (`corral-br`, shards `corral-br1`...), its table `inet corral_corral_br`
@@ -84,7 +95,7 @@ pub struct NetConfig {
     /// and digits.
     pub name: String,
     /// The tenants' subnet: its first address is the tenants' gateway (on
-    /// every host end), each tenant has one of the rest.
+    /// the host's `lo`), each tenant has one of the rest.
     pub subnet: String,
     /// More destinations tenants may not reach, as CIDRs (e.g. RFC 1918:
     /// "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16").
@@ -239,7 +250,7 @@ impl Net {
         Ok(net)
     }
 
-    /// The tenants' gateway: the subnet's first address, on every host end.
+    /// The tenants' gateway: the subnet's first address, on the host's `lo`.
     pub fn gateway(&self) -> Ipv4Addr {
         Ipv4Addr::from(self.subnet.network() + 1)
     }
@@ -385,8 +396,9 @@ pub fn attach(net: &Net, owner: &str, pid: i32) -> Result<Attached, NetError> {
     }
 }
 
-/// Remove what [`attach`] made for a tenant: the veth pair (its address and
-/// route go with it) and the lease. The pair goes with the tenant's
+/// Remove what [`attach`] made for a tenant: the veth pair (the route to
+/// the tenant goes with it, and on a host end made before the gateway moved
+/// to lo, its address) and the lease. The pair goes with the tenant's
 /// namespace anyway, but asynchronously: deleted here so that the next `up`
 /// finds its name free. A tenant a bridged corral attached (its host end a
 /// port of that corral's bridge) is removed the same way, and when it was
@@ -432,6 +444,7 @@ fn plug(a: &Attached, pid: i32, host_side: &HostSide, made: &mut bool) -> Result
         // to open: ENOTCONN).
         m.ifinfo(libc::AF_UNSPEC as u8, 0, 0, 0);
         m.attr_str(libc::IFLA_IFNAME, &a.host_if);
+        m.attr(libc::IFLA_ADDRESS, &host_mac(a.address));
         let info = m.nest(libc::IFLA_LINKINFO);
         m.attr_str(libc::IFLA_INFO_KIND, "veth");
         let data = m.nest(libc::IFLA_INFO_DATA);
@@ -482,18 +495,35 @@ fn plug(a: &Attached, pid: i32, host_side: &HostSide, made: &mut bool) -> Result
             a.host_if
         )))?;
     }
-    // `ip addr add <gateway>/32 peer <tenant> dev <host_if>`: the /32 route
-    // to the tenant comes with it.
-    let mut m = Msg::new(libc::RTM_NEWADDR, libc::NLM_F_CREATE | libc::NLM_F_EXCL);
-    m.ifaddr(32, host_index);
-    m.attr(libc::IFA_LOCAL, &a.gateway.octets());
-    m.attr(libc::IFA_ADDRESS, &a.address.octets());
-    host.request(m).map_err(sys(format!(
-        "add {} peer {} to {}",
-        a.gateway, a.address, a.host_if
-    )))?;
+    // No address on the host end (the gateway is on lo): the route to the
+    // tenant is its own, added once the host end is up (the kernel refuses
+    // a route through an interface that is down).
     host.request(set_up(host_index))
         .map_err(sys(format!("set {} up", a.host_if)))?;
+    // `ip route add <tenant>/32 dev <host_if> src <gateway>`: the host's
+    // own packets to the tenant (replies, ICMP errors, the DNS relay's
+    // answers) leave from the gateway address, the one the tenant knows.
+    let route = |host: &mut Netlink| {
+        let mut m = Msg::new(libc::RTM_NEWROUTE, libc::NLM_F_CREATE | libc::NLM_F_EXCL);
+        m.rtmsg(32, libc::RT_SCOPE_LINK);
+        m.attr(libc::RTA_DST, &a.address.octets());
+        m.attr_u32(libc::RTA_OIF, host_index);
+        m.attr(libc::RTA_PREFSRC, &a.gateway.octets());
+        host.request(m)
+    };
+    match route(&mut host) {
+        // The gateway is not a local address (EINVAL for the preferred
+        // source): someone removed it from lo. Put it back, then again.
+        Err(Errno::EINVAL) => {
+            gateway_on_lo(&mut host, a.gateway)?;
+            route(&mut host)
+        }
+        r => r,
+    }
+    .map_err(sys(format!(
+        "route {}/32 via {} from {}",
+        a.address, a.host_if, a.gateway
+    )))?;
 
     // The tenant's side, on a netlink socket made in its namespace.
     let (mut inner, eth0) = in_netns(pid, || {
@@ -532,14 +562,59 @@ fn plug(a: &Attached, pid: i32, host_side: &HostSide, made: &mut bool) -> Result
     inner
         .request(m)
         .map_err(sys(format!("add {} to the tenant's eth0", a.address)))?;
+    // `ip neigh add <gateway> lladdr <host end's MAC> dev eth0 nud
+    // permanent`. The gateway is on the host's lo, not on the host end:
+    // whether the host answers ARP for it there depends on host-wide
+    // settings an operator may have changed (`arp_ignore = 1` refuses an
+    // address not on the interface asked, `2` one outside its subnet), and
+    // proxy ARP on the host end would answer for every address, one
+    // sysctl more per tenant. A permanent entry needs no answer at all,
+    // and the host end's MAC is corral's own (set when the pair was made,
+    // so no udev policy changes it afterwards). The tenant cannot change
+    // the entry (no CAP_NET_ADMIN); ARP it receives does not override it.
+    let mut m = Msg::new(libc::RTM_NEWNEIGH, libc::NLM_F_CREATE | libc::NLM_F_REPLACE);
+    m.ndmsg(eth0, libc::NUD_PERMANENT);
+    m.attr(libc::NDA_DST, &a.gateway.octets());
+    m.attr(libc::NDA_LLADDR, &host_mac(a.address));
+    inner.request(m).map_err(sys(format!(
+        "add the gateway {} to the tenant's neighbours",
+        a.gateway
+    )))?;
     let mut m = Msg::new(libc::RTM_NEWROUTE, libc::NLM_F_CREATE | libc::NLM_F_EXCL);
-    m.rtmsg();
+    m.rtmsg(0, libc::RT_SCOPE_UNIVERSE);
     m.attr(libc::RTA_GATEWAY, &a.gateway.octets());
     m.attr_u32(libc::RTA_OIF, eth0);
     inner
         .request(m)
         .map_err(sys(format!("route the tenant's traffic via {}", a.gateway)))?;
     Ok(())
+}
+
+/// The MAC address of the host end of the tenant at `address`: locally
+/// administered, unicast (`02:00:` and the address's four bytes), so one
+/// per tenant, and known before the pair is made (the tenant's neighbour
+/// entry for its gateway names it).
+pub fn host_mac(address: Ipv4Addr) -> [u8; 6] {
+    let o = address.octets();
+    [0x02, 0x00, o[0], o[1], o[2], o[3]]
+}
+
+/// `ip addr add <gateway>/32 dev lo`, if not there yet. On lo, not on an
+/// interface of corral's: the firewall matches the host ends by their name
+/// pattern, and lo is the one interface every host has and no one takes
+/// down. Scope global (as on the host ends before), so the host picks it as
+/// the source of what it sends to the tenants.
+fn gateway_on_lo(nl: &mut Netlink, gateway: Ipv4Addr) -> Result<(), NetError> {
+    let mut m = Msg::new(libc::RTM_NEWADDR, libc::NLM_F_CREATE | libc::NLM_F_EXCL);
+    m.ifaddr(32, LO_INDEX);
+    m.attr(libc::IFA_LOCAL, &gateway.octets());
+    m.attr(libc::IFA_ADDRESS, &gateway.octets());
+    match nl.request(m) {
+        Ok(()) | Err(Errno::EEXIST) => Ok(()),
+        Err(e) => Err(sys(format!("add the tenants' gateway {gateway}/32 to lo"))(
+            e,
+        )),
+    }
 }
 
 /// `ip link set <index> up`.
@@ -642,10 +717,14 @@ pub fn tenant_ports(host: (u16, u16)) -> Option<(u16, u16)> {
     best.filter(|_| size(&best) >= 1024)
 }
 
-/// The nftables table, installed under a host-wide lock when the rules
-/// installed last (kept in `<run_dir>/<name>.nft`) differ from the
-/// configuration's (at the first `up` after a boot or an upgrade, or when
-/// the host's resolver or ephemeral port range changed).
+/// The nftables table and the gateway address on lo, installed under a
+/// host-wide lock when the rules installed last (kept in
+/// `<run_dir>/<name>.nft`) differ from the configuration's, or the gateway
+/// put on lo last (`<run_dir>/<name>.gateway`) is not this one (at the
+/// first `up` after a boot or an upgrade, or when the host's resolver or
+/// ephemeral port range changed). The file of the gateway is apart from
+/// the rules' so that a corral from before (whose host ends hold the
+/// gateway) and this one, run in turn, leave each other's rules alone.
 fn ensure_host(net: &Net) -> Result<HostSide, NetError> {
     let relay = loopback_nameserver(&net.cfg.resolv_conf);
     let ports = host_port_range().and_then(tenant_ports);
@@ -654,11 +733,14 @@ fn ensure_host(net: &Net) -> Result<HostSide, NetError> {
     };
     let rules = ruleset(net, &host_nameservers(&net.cfg.resolv_conf), relay, ports);
     let installed = net.cfg.run_dir.join(format!("{}.nft", net.cfg.name));
+    let gateway = net.gateway().to_string();
+    let on_lo = net.cfg.run_dir.join(format!("{}.gateway", net.cfg.name));
     // The table itself is looked for too: a host firewall reload that
     // flushes the whole ruleset (`flush ruleset`, the first line of
     // Debian's /etc/nftables.conf) removes it behind corral's back.
     let ready = || {
         std::fs::read_to_string(&installed).ok().as_deref() == Some(rules.as_str())
+            && std::fs::read_to_string(&on_lo).ok().as_deref() == Some(gateway.as_str())
             && table_present(&net.table()) != Some(false)
     };
     if ready() {
@@ -684,6 +766,9 @@ fn ensure_host(net: &Net) -> Result<HostSide, NetError> {
         }
     }
     std::fs::write(&installed, &rules).map_err(io(format!("write {}", installed.display())))?;
+    let mut nl = Netlink::open().map_err(sys("open a netlink socket"))?;
+    gateway_on_lo(&mut nl, net.gateway())?;
+    std::fs::write(&on_lo, &gateway).map_err(io(format!("write {}", on_lo.display())))?;
     drop(lock);
     // What a bridged corral left, unless its tenants are still on it.
     retire_bridges(&net.cfg.run_dir, net.old_bridge())?;
@@ -1119,19 +1204,27 @@ impl Msg {
             .extend_from_slice(&[libc::AF_INET as u8, prefix, 0, libc::RT_SCOPE_UNIVERSE]);
         self.buf.extend_from_slice(&index.to_ne_bytes());
     }
-    /// struct rtmsg: an IPv4 default route in the main table.
-    fn rtmsg(&mut self) {
+    /// struct rtmsg: an IPv4 unicast route to a /`dst_len` in the main
+    /// table.
+    fn rtmsg(&mut self, dst_len: u8, scope: u8) {
         self.buf.extend_from_slice(&[
             libc::AF_INET as u8,
-            0,
+            dst_len,
             0,
             0,
             libc::RT_TABLE_MAIN,
             libc::RTPROT_BOOT,
-            libc::RT_SCOPE_UNIVERSE,
+            scope,
             libc::RTN_UNICAST,
         ]);
         self.buf.extend_from_slice(&0u32.to_ne_bytes());
+    }
+    /// struct ndmsg: an IPv4 neighbour on interface `index`.
+    fn ndmsg(&mut self, index: u32, state: u16) {
+        self.buf.extend_from_slice(&[libc::AF_INET as u8, 0, 0, 0]);
+        self.buf.extend_from_slice(&(index as i32).to_ne_bytes());
+        self.buf.extend_from_slice(&state.to_ne_bytes());
+        self.buf.extend_from_slice(&[0, 0]); // flags, type
     }
     fn attr(&mut self, ty: u16, data: &[u8]) {
         self.pad();
@@ -1371,6 +1464,15 @@ mod tests {
         );
         let plain = ruleset(&net, &[], None, None);
         assert!(!plain.contains("masquerade to"), "{plain}");
+    }
+
+    #[test]
+    fn host_ends_have_a_locally_administered_mac_of_their_tenant() {
+        let m = host_mac(Ipv4Addr::new(10, 213, 3, 234));
+        assert_eq!(m, [0x02, 0x00, 10, 213, 3, 234]);
+        // Locally administered (bit 1), unicast (bit 0 clear).
+        assert_eq!(m[0] & 0b11, 0b10);
+        assert_ne!(m, host_mac(Ipv4Addr::new(10, 213, 3, 235)));
     }
 
     #[test]

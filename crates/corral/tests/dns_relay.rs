@@ -98,6 +98,23 @@ fn private_net_relays_dns_to_a_resolver_on_the_hosts_loopback() {
         &profile.replace(copy, &format!("src = \"{}\"", fake.display())),
     );
     env.ok(&["up", T1]);
+    // The relay answers at the gateway's address, which is on the host's
+    // lo: the tenant's host end holds no IPv4 address.
+    let attached: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(env.state_dir().join("tenants").join(T1).join("net.json")).unwrap(),
+    )
+    .unwrap();
+    let end = attached["host_if"].as_str().unwrap();
+    let o = std::process::Command::new("ip")
+        .args(["-o", "-4", "addr", "show", "dev", end])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "ip addr show dev {end}: {o:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "",
+        "{end} carries no IPv4 address"
+    );
     let out = env.ok(&[
         "run",
         T1,

@@ -2535,6 +2535,9 @@ fn private_net_cannot_reach_link_local_metadata() {
 struct TestNet {
     name: String,
     old_bridge: String,
+    /// The gateway corral puts on lo (a subnet of the test's own: no other
+    /// test's tenants are routed from it).
+    gateway: std::net::Ipv4Addr,
 }
 
 impl TestNet {
@@ -2545,9 +2548,16 @@ impl TestNet {
             std::process::id() % 100_000,
             SEQ.fetch_add(1, Ordering::Relaxed) % 10
         );
+        let gateway = corral_sandbox::net::Net::new(corral_sandbox::net::NetConfig {
+            subnet: subnet.into(),
+            ..Default::default()
+        })
+        .unwrap()
+        .gateway();
         let net = TestNet {
             old_bridge: format!("{n}br"),
             name: n,
+            gateway,
         };
         env.write_config(
             "network.toml",
@@ -2589,6 +2599,7 @@ impl Drop for TestNet {
             let _ = ip(&["link", "del", &b]);
         }
         let _ = ip(&["link", "del", &format!("{}p", self.name)]);
+        let _ = ip(&["addr", "del", &format!("{}/32", self.gateway), "dev", "lo"]);
         for t in [
             format!("{}_routed", self.name),
             format!("corral_{}", self.old_bridge),
@@ -2638,9 +2649,10 @@ fn private_net_table_removed_behind_corrals_back_is_installed_again_at_the_next_
 #[test]
 fn private_net_routes_each_tenant_on_a_link_of_its_own() {
     // No bridge: each tenant's veth is a point-to-point link routed by the
-    // host (the host end holds the gateway /32 with the tenant as its peer,
-    // one /32 route per tenant); tenants reach the internet, not each
-    // other, and `down` takes the interface and the route away.
+    // host (the gateway once on the host's lo, no address on the host ends,
+    // one /32 route per tenant from the gateway); tenants reach the
+    // internet, not each other, and `down` takes the interface and the
+    // route away.
     let env = Env::new();
     env.default_profile_with("");
     let net = TestNet::new(&env, "10.214.0.0/16");
@@ -2648,39 +2660,49 @@ fn private_net_routes_each_tenant_on_a_link_of_its_own() {
     let a1 = private_tenant(&env, T1);
     let a2 = private_tenant(&env, T2);
     assert_ne!(a1, a2);
+    let lo = ip_out(&["-o", "-4", "addr", "show", "dev", "lo"]);
+    assert!(
+        lo.contains("inet 10.214.0.1/32 scope global lo"),
+        "the gateway on lo: {lo}"
+    );
     let ends = net.host_ends();
     assert_eq!(ends.len(), 2, "one host end per tenant: {ends:?}");
-    for (end, a) in ends.iter().map(|e| {
-        let addr = ip_out(&["-o", "-4", "addr", "show", "dev", e]);
-        (e.clone(), addr)
-    }) {
-        let sys = Path::new("/sys/class/net").join(&end);
+    for end in &ends {
+        let sys = Path::new("/sys/class/net").join(end);
         assert!(!sys.join("master").exists(), "{end} is a bridge port");
-        assert!(
-            a.contains("inet 10.214.0.1 peer 10.214."),
-            "{end}: the gateway with the tenant as its peer: {a}"
-        );
+        let a = ip_out(&["-o", "-4", "addr", "show", "dev", end]);
+        assert_eq!(a, "", "{end} carries no IPv4 address");
     }
     for a in [a1, a2] {
         let r = ip_out(&["-o", "route", "get", &a.to_string()]);
         assert!(
-            r.contains(&format!("dev {}_", net.name)),
-            "{a} is routed to its host end: {r}"
+            r.contains(&format!("dev {}_", net.name)) && r.contains("src 10.214.0.1 "),
+            "{a} is routed to its host end, from the gateway: {r}"
         );
     }
+    // The tenant knows its gateway's MAC (its host end's) without ARP: a
+    // permanent neighbour entry (flags 0x6: complete, permanent).
+    let mac = corral_sandbox::net::host_mac(a1)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":");
     assert!(
-        !std::fs::read_dir("/sys/class/net")
-            .unwrap()
-            .flatten()
-            .any(|e| e.path().join("bridge").exists()
-                && e.file_name().to_string_lossy().starts_with(&net.name)),
-        "no bridge made"
+        ends.iter().any(
+            |e| std::fs::read_to_string(format!("/sys/class/net/{e}/address"))
+                .is_ok_and(|m| m.trim() == mac)
+        ),
+        "{T1}'s host end has the MAC {mac}"
     );
-    let inside = env.sh(T1, "cat /proc/net/route");
+    let arp = env.sh(T1, "cat /proc/net/arp");
     assert!(
-        inside.lines().count() == 3,
-        "the tenant has its default route and the gateway's /32 only:\n{inside}"
+        arp.lines().any(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.len() >= 6 && w[0] == "10.214.0.1" && w[2] == "0x6" && w[3] == mac && w[5] == "eth0"
+        }),
+        "{T1}'s permanent neighbour entry for its gateway, {mac}:\n{arp}"
     );
+    // With no address on the host ends, both reach the internet.
     assert_eq!(curl_in(&env, T1, &[&url]).as_deref(), Ok("hello\n"));
     assert_eq!(curl_in(&env, T2, &[&url]).as_deref(), Ok("hello\n"));
     let theirs = format!("/proc/{}/ns/net", env.init_pid(T2));
@@ -2708,6 +2730,43 @@ fn private_net_routes_each_tenant_on_a_link_of_its_own() {
 }
 
 #[test]
+fn private_net_keeps_a_host_end_of_the_layout_before_until_its_down() {
+    // Tenants up before an upgrade keep their host ends as a corral from
+    // before made them (the gateway /32 on the host end, the tenant as its
+    // peer); both layouts serve side by side, and the `down` of the last
+    // old one (its gateway address gone from the host end) takes nothing
+    // from a new one (whose route's source is the gateway, on lo).
+    let env = Env::new();
+    env.default_profile_with("");
+    let net = TestNet::new(&env, "10.217.0.0/16");
+    let (_inet, _srv, url) = internet_with_server();
+    let a1 = private_tenant(&env, T1);
+    let end1 = net.host_ends().pop().expect("T1's host end");
+    // T1's host end as the layout before made it.
+    let (gw, peer) = (format!("{}/32", net.gateway), a1.to_string());
+    ip(&["route", "del", &format!("{a1}/32"), "dev", &end1]).unwrap();
+    ip(&["addr", "add", &gw, "peer", &peer, "dev", &end1]).unwrap();
+    let a = ip_out(&["-o", "-4", "addr", "show", "dev", &end1]);
+    assert!(a.contains(&format!("peer {a1}/32")), "{end1}: {a}");
+    let a2 = private_tenant(&env, T2);
+    assert_eq!(curl_in(&env, T1, &[&url]).as_deref(), Ok("hello\n"));
+    assert_eq!(curl_in(&env, T2, &[&url]).as_deref(), Ok("hello\n"));
+    env.ok(&["down", T1]);
+    assert!(
+        !net.host_ends().contains(&end1),
+        "down removes the old host end"
+    );
+    let r = ip_out(&["-o", "route", "get", &a2.to_string()]);
+    assert!(
+        r.contains(&format!("dev {}_", net.name)),
+        "{T2}'s route stays: {r}"
+    );
+    assert_eq!(curl_in(&env, T2, &[&url]).as_deref(), Ok("hello\n"));
+    env.ok(&["down", "--all"]);
+    verdict("PASS  private_net_keeps_a_host_end_of_the_layout_before_until_its_down");
+}
+
+#[test]
 fn private_net_drops_a_tenants_spoofed_source_address() {
     // A tenant holds no capability and cannot change its address; should
     // it get root in its namespace, the host still drops what it sends
@@ -2716,7 +2775,7 @@ fn private_net_drops_a_tenants_spoofed_source_address() {
     // address to eth0 and connects from it: nothing reaches the internet.
     let env = Env::new();
     env.default_profile_with("");
-    let _net = TestNet::new(&env, "10.214.0.0/16");
+    let _net = TestNet::new(&env, "10.216.0.0/16");
     let (inet, srv, url) = internet_with_server();
     let a1 = private_tenant(&env, T1);
     let a2 = private_tenant(&env, T2);
