@@ -274,8 +274,14 @@ impl Net {
     fn leases(&self) -> PathBuf {
         self.cfg.run_dir.join(&self.cfg.name)
     }
-    fn table(&self) -> String {
+    /// The tenants' nftables table (`inet <name>_routed`).
+    pub fn table(&self) -> String {
         format!("{}_routed", self.cfg.name)
+    }
+    /// Where the rules installed last are kept (`<run_dir>/<name>.nft`): a
+    /// valid nft script, which a host firewall may `include`.
+    pub fn rules_file(&self) -> PathBuf {
+        self.cfg.run_dir.join(format!("{}.nft", self.cfg.name))
     }
     fn old_bridge(&self) -> &str {
         self.cfg.bridge.as_deref().unwrap_or(OLD_BRIDGE)
@@ -792,7 +798,7 @@ fn ensure_host(net: &Net) -> Result<HostSide, NetError> {
         relay: relay.is_some(),
     };
     let rules = ruleset(net, &host_nameservers(&net.cfg.resolv_conf), relay, ports);
-    let installed = net.cfg.run_dir.join(format!("{}.nft", net.cfg.name));
+    let installed = net.rules_file();
     let gateway = net.gateway().to_string();
     let on_lo = net.cfg.run_dir.join(format!("{}.gateway", net.cfg.name));
     // The table itself is looked for too: a host firewall reload that

@@ -101,9 +101,10 @@ pub enum Command {
     /// (stderr; `--json`: skipped_binds) about -try binds a sandbox lacks: the source is missing,
     /// or appeared after it was built (`corral restart` binds it).
     Ls,
-    /// Validate a profile template (default: the configured one, with access.toml and gateway.toml
-    /// when present) or a tenant's effective profile; warns (stderr, FILE:LINE:COL) about -try
-    /// binds whose source is missing, which `up` skips.
+    /// Validate a profile template (default: the configured one, with access.toml, gateway.toml
+    /// and network.toml when present) or a tenant's effective profile; warns (stderr,
+    /// FILE:LINE:COL) about -try binds whose source is missing, which `up` skips, about
+    /// `net = "host"`, and about the tenants' firewall table when a firewall reload removed it.
     Check(CheckArgs),
     /// Print profiles.
     #[command(subcommand)]
@@ -394,7 +395,7 @@ pub struct RunArgs {
 #[derive(Args, Debug)]
 pub struct CheckArgs {
     /// A template file to validate; without it, the configured template (and the config dir's
-    /// access.toml and gateway.toml, if present).
+    /// access.toml, gateway.toml and network.toml, if present).
     pub file: Option<PathBuf>,
     /// Also expand and validate the effective profile of this tenant.
     #[arg(long)]

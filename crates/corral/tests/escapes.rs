@@ -2636,6 +2636,14 @@ fn private_net_table_removed_behind_corrals_back_is_installed_again_at_the_next_
         .unwrap();
     assert!(o.status.success(), "{o:?}");
     assert_eq!(corral_sandbox::net::table_present(&table), Some(false));
+    // `corral check` says so ...
+    let o = env.run(&["check"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("firewall table inet {table} is missing")),
+        "corral check: {err}"
+    );
+    // ... and the next up puts it back.
     env.ok(&["up", T2]);
     assert!(
         TestNet::nft_has(&table),

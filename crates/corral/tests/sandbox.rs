@@ -548,13 +548,16 @@ fn check_validates_the_config_dirs_other_files() {
     let map = env.config_dir().join("gateway.toml");
     std::fs::write(&access, "exempt = []\ncorral = \"/usr/bin/corral\"\n").unwrap();
     std::fs::write(&map, "min_uid = 1000\nunmapped = \"owner\"\n").unwrap();
+    let network = env.config_dir().join("network.toml");
+    std::fs::write(&network, "deny = [\"192.168.0.0/16\"]\n").unwrap();
     let out = env.ok(&["check"]);
-    for f in [&access, &map] {
+    for f in [&access, &map, &network] {
         assert!(out.contains(&format!("{}: ok", f.display())), "{out}");
     }
     for (file, broken) in [
         (&access, "corral = \"relative/corral\"\n"),
         (&map, "unmapped = \"sometimes\"\n"),
+        (&network, "subnet = \"nonsense\"\n"),
     ] {
         let good = std::fs::read_to_string(file).unwrap();
         std::fs::write(file, broken).unwrap();

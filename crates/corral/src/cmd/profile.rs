@@ -21,6 +21,26 @@ fn check_other_files(ctx: &Ctx) -> anyhow::Result<()> {
     if let Some(w) = corral_sandbox::net::host_port_range().and_then(port_range_warning) {
         eprintln!("warning: {w}");
     }
+    // Private tenants have been up since the boot (corral wrote its rules)
+    // but the table is gone: a firewall reload flushed it.
+    let network = ctx.config_dir.join("network.toml");
+    let net = corral_sandbox::net::Net::new(ctx.net_config()?)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", network.display()))?;
+    if network.exists() {
+        outln!("{}: ok", network.display());
+    }
+    if net.rules_file().exists() && corral_sandbox::net::table_present(&net.table()) == Some(false)
+    {
+        eprintln!(
+            "warning: the tenants' firewall table inet {} is missing (a firewall reload's \
+             `flush ruleset`?): private tenants that are up now are not isolated from each \
+             other nor from the host's listeners; the next `corral up` installs it again, and \
+             `include \"{}\"` after the flush in /etc/nftables.conf keeps it across reloads \
+             (docs/security.md)",
+            net.table(),
+            net.rules_file().display()
+        );
+    }
     Ok(())
 }
 
