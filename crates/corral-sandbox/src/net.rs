@@ -9,13 +9,14 @@
 //!  tenant netns                          host
 //!  eth0 10.213.x.y/32 peer 10.213.0.1 ==== corral_N (no IPv4 address)
 //!  default via 10.213.0.1                  route 10.213.x.y/32 dev corral_N src 10.213.0.1
-//!  neigh 10.213.0.1 lladdr <corral_N's>    lo 10.213.0.1/32 (once, for every tenant)
+//!  neigh 10.213.0.1 lladdr <corral_N's>    neigh 10.213.x.y lladdr <eth0's> dev corral_N
+//!                                          lo 10.213.0.1/32 scope link (once, for every tenant)
 //!  lo 127.0.0.1/8                          routing + masquerade, one nftables table
 //! ```
 //!
 //! * The tenants' gateway address (the subnet's first) is on the host once,
-//!   as a /32 on `lo` (made with the table, [`ensure_host`]; it stays, like
-//!   the table). Per tenant, the host has a /32 route to the tenant's
+//!   as a /32 on `lo`, scope link (looked for at every `up`,
+//!   [`ensure_gateway`]; it stays, like the table). Per tenant, the host has a /32 route to the tenant's
 //!   address through its host end, with the gateway as its preferred source;
 //!   the host end holds no address. (Until 2026-11 every host end held the
 //!   gateway as a /32 with the tenant as its peer: the host's local table
@@ -27,7 +28,9 @@
 //!   with the host end's MAC address: the tenant never asks for it by ARP,
 //!   which the host would answer for an address on `lo` only if the
 //!   host-wide ARP settings allow (`arp_ignore = 1` or `2` refuse an address
-//!   that is not on the interface asked). No bridge: tenants' packets never
+//!   that is not on the interface asked); the host likewise has a permanent
+//!   entry for the tenant with its eth0's MAC ([`tenant_mac`]), so neither
+//!   side ever sends ARP on the link. No bridge: tenants' packets never
 //!   meet the bridge layer nor `br_netfilter` (which, loaded host-wide, runs
 //!   every bridged frame through the IP hooks a second time), and there is
 //!   no port limit (a Linux bridge takes 1,024).
@@ -457,6 +460,7 @@ fn plug(a: &Attached, pid: i32, host_side: &HostSide, made: &mut bool) -> Result
         let peer = m.nest(VETH_INFO_PEER);
         m.ifinfo(libc::AF_UNSPEC as u8, 0, 0, 0);
         m.attr_str(libc::IFLA_IFNAME, "eth0");
+        m.attr(libc::IFLA_ADDRESS, &tenant_mac(a.address));
         m.attr_u32(libc::IFLA_NET_NS_PID, pid as u32);
         m.end(peer);
         m.end(data);
@@ -509,14 +513,7 @@ fn plug(a: &Attached, pid: i32, host_side: &HostSide, made: &mut bool) -> Result
     // `ip route add <tenant>/32 dev <host_if> src <gateway>`: the host's
     // own packets to the tenant (replies, ICMP errors, the DNS relay's
     // answers) leave from the gateway address, the one the tenant knows.
-    let route = |host: &mut Netlink| {
-        let mut m = Msg::new(libc::RTM_NEWROUTE, libc::NLM_F_CREATE | libc::NLM_F_EXCL);
-        m.rtmsg(32, libc::RT_SCOPE_LINK);
-        m.attr(libc::RTA_DST, &a.address.octets());
-        m.attr_u32(libc::RTA_OIF, host_index);
-        m.attr(libc::RTA_PREFSRC, &a.gateway.octets());
-        host.request(m)
-    };
+    let route = |host: &mut Netlink| host.request(tenant_route(a.address, host_index, a.gateway));
     match route(&mut host) {
         // The gateway is not a local address (EINVAL for the preferred
         // source): someone removed it from lo. Put it back, then again.
@@ -530,8 +527,21 @@ fn plug(a: &Attached, pid: i32, host_side: &HostSide, made: &mut bool) -> Result
         "route {}/32 via {} from {}",
         a.address, a.host_if, a.gateway
     )))?;
+    // `ip neigh add <tenant> lladdr <its eth0's MAC> dev <host_if> nud
+    // permanent`: the host does not ask for the tenant by ARP either (the
+    // tenant's namespace inherits the host's `arp_ignore`, and the sender
+    // address of the host's request would depend on its other addresses),
+    // and permanent entries do not count against the neighbour table's
+    // `gc_thresh3` (1,024 by default) as thousands of tenants' ARP entries
+    // would.
+    host.request(neighbour(host_index, a.address, tenant_mac(a.address)))
+        .map_err(sys(format!(
+            "add the tenant {} to {}'s neighbours",
+            a.address, a.host_if
+        )))?;
 
     // The tenant's side, on a netlink socket made in its namespace.
+    let mut timestamps = Ok(());
     let (mut inner, eth0) = in_netns(pid, || {
         let nl = Netlink::open()?;
         let eth0 = ifindex("eth0").ok_or(Errno::ENODEV)?;
@@ -545,12 +555,15 @@ fn plug(a: &Attached, pid: i32, host_side: &HostSide, made: &mut bool) -> Result
         // with this). The cost: a server can read the host's uptime from
         // the timestamps (the offset's purpose); the host's own
         // connections keep theirs.
-        write_net_sysctl("ipv4/tcp_timestamps", "2")?;
+        timestamps = write_net_sysctl("ipv4/tcp_timestamps", "2");
         Ok((nl, eth0))
     })
     .map_err(sys(format!(
         "open a netlink socket in the network namespace of pid {pid}"
     )))?;
+    timestamps.map_err(sys(
+        "set net.ipv4.tcp_timestamps = 2 in the tenant's network namespace",
+    ))?;
     inner.request(set_up(LO_INDEX)).map_err(sys("set lo up"))?;
     inner
         .request(set_up(eth0))
@@ -574,14 +587,12 @@ fn plug(a: &Attached, pid: i32, host_side: &HostSide, made: &mut bool) -> Result
     // and the host end's MAC is corral's own (set when the pair was made,
     // so no udev policy changes it afterwards). The tenant cannot change
     // the entry (no CAP_NET_ADMIN); ARP it receives does not override it.
-    let mut m = Msg::new(libc::RTM_NEWNEIGH, libc::NLM_F_CREATE | libc::NLM_F_REPLACE);
-    m.ndmsg(eth0, libc::NUD_PERMANENT);
-    m.attr(libc::NDA_DST, &a.gateway.octets());
-    m.attr(libc::NDA_LLADDR, &host_mac(a.address));
-    inner.request(m).map_err(sys(format!(
-        "add the gateway {} to the tenant's neighbours",
-        a.gateway
-    )))?;
+    inner
+        .request(neighbour(eth0, a.gateway, host_mac(a.address)))
+        .map_err(sys(format!(
+            "add the gateway {} to the tenant's neighbours",
+            a.gateway
+        )))?;
     let mut m = Msg::new(libc::RTM_NEWROUTE, libc::NLM_F_CREATE | libc::NLM_F_EXCL);
     m.rtmsg(0, libc::RT_SCOPE_UNIVERSE);
     m.attr(libc::RTA_GATEWAY, &a.gateway.octets());
@@ -599,6 +610,22 @@ fn plug(a: &Attached, pid: i32, host_side: &HostSide, made: &mut bool) -> Result
 pub fn host_mac(address: Ipv4Addr) -> [u8; 6] {
     let o = address.octets();
     [0x02, 0x00, o[0], o[1], o[2], o[3]]
+}
+
+/// The MAC address of the tenant's eth0 (`02:01:` and its address): the
+/// host's permanent neighbour entry for the tenant names it.
+pub fn tenant_mac(address: Ipv4Addr) -> [u8; 6] {
+    let o = address.octets();
+    [0x02, 0x01, o[0], o[1], o[2], o[3]]
+}
+
+/// `ip neigh replace <address> lladdr <mac> dev <index> nud permanent`.
+fn neighbour(index: u32, address: Ipv4Addr, mac: [u8; 6]) -> Msg {
+    let mut m = Msg::new(libc::RTM_NEWNEIGH, libc::NLM_F_CREATE | libc::NLM_F_REPLACE);
+    m.ndmsg(index, libc::NUD_PERMANENT);
+    m.attr(libc::NDA_DST, &address.octets());
+    m.attr(libc::NDA_LLADDR, &mac);
+    m
 }
 
 /// Write `/proc/sys/net/<rel>` of this thread's network namespace through
@@ -626,7 +653,17 @@ fn write_net_sysctl(rel: &str, value: &str) -> Result<(), Errno> {
         Ok(unsafe { OwnedFd::from_raw_fd(r as i32) })
     };
     // SAFETY: fsopen(2) with a NUL-terminated filesystem name.
-    let fs = fd(unsafe { libc::syscall(libc::SYS_fsopen, c"proc".as_ptr(), FSOPEN_CLOEXEC) })?;
+    let fs = match fd(unsafe { libc::syscall(libc::SYS_fsopen, c"proc".as_ptr(), FSOPEN_CLOEXEC) })
+    {
+        Ok(fs) => fs,
+        // No new mount API (Linux < 5.2, or a filter that refuses it):
+        // through the host's /proc, at the lookup cost described above.
+        Err(Errno::ENOSYS | Errno::EPERM) => {
+            return std::fs::write(format!("/proc/sys/net/{rel}"), value)
+                .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
+        }
+        Err(e) => return Err(e),
+    };
     // SAFETY: fsconfig(2) CMD_CREATE takes no key, value or aux.
     let r = unsafe {
         libc::syscall(
@@ -668,19 +705,74 @@ fn write_net_sysctl(rel: &str, value: &str) -> Result<(), Errno> {
 /// `ip addr add <gateway>/32 dev lo`, if not there yet. On lo, not on an
 /// interface of corral's: the firewall matches the host ends by their name
 /// pattern, and lo is the one interface every host has and no one takes
-/// down. Scope global (as on the host ends before), so the host picks it as
-/// the source of what it sends to the tenants.
-fn gateway_on_lo(nl: &mut Netlink, gateway: Ipv4Addr) -> Result<(), NetError> {
+/// down. Scope link, not global: for an interface without an IPv4 address
+/// of its own, the kernel picks the host's source address from lo's
+/// non-loopback addresses first (`inet_select_addr`), so a global gateway
+/// there would become the source of the host's own traffic on unnumbered
+/// links (a VPN, another container runtime's veths); the tenants' routes
+/// name it as their preferred source, which any local address may be.
+/// Returns whether it was missing (and is there now).
+fn gateway_on_lo(nl: &mut Netlink, gateway: Ipv4Addr) -> Result<bool, NetError> {
     let mut m = Msg::new(libc::RTM_NEWADDR, libc::NLM_F_CREATE | libc::NLM_F_EXCL);
-    m.ifaddr(32, LO_INDEX);
+    m.ifaddr_scoped(32, LO_INDEX, libc::RT_SCOPE_LINK);
     m.attr(libc::IFA_LOCAL, &gateway.octets());
     m.attr(libc::IFA_ADDRESS, &gateway.octets());
     match nl.request(m) {
-        Ok(()) | Err(Errno::EEXIST) => Ok(()),
+        Ok(()) => Ok(true),
+        Err(Errno::EEXIST) => Ok(false),
         Err(e) => Err(sys(format!("add the tenants' gateway {gateway}/32 to lo"))(
             e,
         )),
     }
+}
+
+/// The gateway on lo, at every `up` (one netlink request): if someone
+/// removed it, the kernel removed with it every route that named it as
+/// the preferred source, i.e. every running tenant's, so those are added
+/// again (a host end of the layout before, holding the gateway itself,
+/// keeps its own and answers EEXIST).
+fn ensure_gateway(net: &Net) -> Result<(), NetError> {
+    let mut nl = Netlink::open().map_err(sys("open a netlink socket"))?;
+    if !gateway_on_lo(&mut nl, net.gateway())? {
+        return Ok(());
+    }
+    let prefix = format!("{}_", net.cfg.name);
+    let Ok(rd) = std::fs::read_dir("/sys/class/net") else {
+        return Ok(());
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(index) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(|i| i.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let (Some(ifi), address) = (ifindex(&net.host_if(index)), net.address(index)) else {
+            continue;
+        };
+        match nl.request(tenant_route(address, ifi, net.gateway())) {
+            Ok(()) | Err(Errno::EEXIST) => {}
+            Err(e) => {
+                return Err(sys(format!(
+                    "route {address}/32 via {} again (the gateway was gone from lo)",
+                    net.host_if(index)
+                ))(e))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `ip route add <tenant>/32 dev <host end> scope link src <gateway>`.
+fn tenant_route(address: Ipv4Addr, host_index: u32, gateway: Ipv4Addr) -> Msg {
+    let mut m = Msg::new(libc::RTM_NEWROUTE, libc::NLM_F_CREATE | libc::NLM_F_EXCL);
+    m.rtmsg(32, libc::RT_SCOPE_LINK);
+    m.attr(libc::RTA_DST, &address.octets());
+    m.attr_u32(libc::RTA_OIF, host_index);
+    m.attr(libc::RTA_PREFSRC, &gateway.octets());
+    m
 }
 
 /// `ip link set <index> up`.
@@ -748,10 +840,16 @@ pub fn host_port_range() -> Option<(u16, u16)> {
     Some((it.next()??, it.next()??))
 }
 
+/// Fewer ports than this for the tenants' NAT: no range of their own (all
+/// tenants together get one connection per port to one server address
+/// and port, so a small range would cap them, e.g. a site's MySQL
+/// connections to one database server).
+pub const MIN_TENANT_PORTS: u32 = 8192;
+
 /// The source ports for the tenants' masqueraded connections: the larger
 /// range of 1024–65535 the host's own ephemeral range (`host`) leaves free,
-/// if it holds at least 1,024 ports (32768–60999, the kernel's default,
-/// leaves 1024–32767).
+/// if it holds at least [`MIN_TENANT_PORTS`] (32768–60999, the kernel's
+/// default, leaves 1024–32767).
 ///
 /// Why apart: every tenant leaves by the host's address, like the host's
 /// own connections. Were a tenant's flow masqueraded to a source port the
@@ -780,7 +878,7 @@ pub fn tenant_ports(host: (u16, u16)) -> Option<(u16, u16)> {
     } else {
         below
     };
-    best.filter(|_| size(&best) >= 1024)
+    best.filter(|_| size(&best) >= MIN_TENANT_PORTS)
 }
 
 /// The nftables table and the gateway address on lo, installed under a
@@ -788,10 +886,10 @@ pub fn tenant_ports(host: (u16, u16)) -> Option<(u16, u16)> {
 /// `<run_dir>/<name>.nft`) differ from the configuration's, or the gateway
 /// put on lo last (`<run_dir>/<name>.gateway`) is not this one (at the
 /// first `up` after a boot or an upgrade, or when the host's resolver or
-/// ephemeral port range changed). The file of the gateway is apart from
-/// the rules' so that a corral from before (whose host ends hold the
-/// gateway) and this one, run in turn, leave each other's rules alone.
+/// ephemeral port range changed), and the gateway on lo ([`ensure_gateway`],
+/// every time).
 fn ensure_host(net: &Net) -> Result<HostSide, NetError> {
+    ensure_gateway(net)?;
     let relay = loopback_nameserver(&net.cfg.resolv_conf);
     let ports = host_port_range().and_then(tenant_ports);
     let side = HostSide {
@@ -799,15 +897,12 @@ fn ensure_host(net: &Net) -> Result<HostSide, NetError> {
     };
     let rules = ruleset(net, &host_nameservers(&net.cfg.resolv_conf), relay, ports);
     let installed = net.rules_file();
-    let gateway = net.gateway().to_string();
-    let on_lo = net.cfg.run_dir.join(format!("{}.gateway", net.cfg.name));
     // The table itself is looked for too: a host firewall reload that
     // flushes the whole ruleset (`flush ruleset`, the first line of
     // Debian's /etc/nftables.conf) removes it behind corral's back.
     let ready = || {
         std::fs::read_to_string(&installed).ok().as_deref() == Some(rules.as_str())
-            && std::fs::read_to_string(&on_lo).ok().as_deref() == Some(gateway.as_str())
-            && table_present(&net.table()) != Some(false)
+            && table_present(&net.table()) == Some(true)
     };
     if ready() {
         return Ok(side);
@@ -832,9 +927,6 @@ fn ensure_host(net: &Net) -> Result<HostSide, NetError> {
         }
     }
     std::fs::write(&installed, &rules).map_err(io(format!("write {}", installed.display())))?;
-    let mut nl = Netlink::open().map_err(sys("open a netlink socket"))?;
-    gateway_on_lo(&mut nl, net.gateway())?;
-    std::fs::write(&on_lo, &gateway).map_err(io(format!("write {}", on_lo.display())))?;
     drop(lock);
     // What a bridged corral left, unless its tenants are still on it.
     retire_bridges(&net.cfg.run_dir, net.old_bridge())?;
@@ -1266,8 +1358,12 @@ impl Msg {
     }
     /// struct ifaddrmsg (IPv4, global scope).
     fn ifaddr(&mut self, prefix: u8, index: u32) {
+        self.ifaddr_scoped(prefix, index, libc::RT_SCOPE_UNIVERSE);
+    }
+    /// struct ifaddrmsg (IPv4).
+    fn ifaddr_scoped(&mut self, prefix: u8, index: u32, scope: u8) {
         self.buf
-            .extend_from_slice(&[libc::AF_INET as u8, prefix, 0, libc::RT_SCOPE_UNIVERSE]);
+            .extend_from_slice(&[libc::AF_INET as u8, prefix, 0, scope]);
         self.buf.extend_from_slice(&index.to_ne_bytes());
     }
     /// struct rtmsg: an IPv4 unicast route to a /`dst_len` in the main
@@ -1508,11 +1604,13 @@ mod tests {
         // A range low on the scale leaves the top.
         assert_eq!(tenant_ports((1024, 20000)), Some((20001, 65535)));
         assert_eq!(tenant_ports((20000, 1024)), Some((20001, 65535)));
-        // Nothing of 1,024 ports left: no range of their own.
+        // Fewer than 8,192 ports left: no range of their own.
         assert_eq!(tenant_ports((1024, 65535)), None);
         assert_eq!(tenant_ports((1500, 65000)), None);
-        assert_eq!(tenant_ports((2048, 64000)), Some((64001, 65535)));
-        assert_eq!(tenant_ports((2048, 64512)), Some((1024, 2047)));
+        assert_eq!(tenant_ports((2048, 64000)), None);
+        assert_eq!(tenant_ports((9216, 60000)), Some((1024, 9215)));
+        assert_eq!(tenant_ports((12000, 56000)), Some((1024, 11999)));
+        assert_eq!(tenant_ports((16000, 50000)), Some((50001, 65535)));
 
         let net = Net::new(NetConfig::default()).unwrap();
         let r = ruleset(&net, &[], None, Some((1024, 32767)));
@@ -1539,6 +1637,10 @@ mod tests {
         // Locally administered (bit 1), unicast (bit 0 clear).
         assert_eq!(m[0] & 0b11, 0b10);
         assert_ne!(m, host_mac(Ipv4Addr::new(10, 213, 3, 235)));
+        let t = tenant_mac(Ipv4Addr::new(10, 213, 3, 234));
+        assert_eq!(t, [0x02, 0x01, 10, 213, 3, 234]);
+        assert_eq!(t[0] & 0b11, 0b10);
+        assert_ne!(t, m);
     }
 
     #[test]

@@ -2625,7 +2625,7 @@ fn ip_out(args: &[&str]) -> String {
 fn private_net_table_removed_behind_corrals_back_is_installed_again_at_the_next_up() {
     let env = Env::new();
     env.default_profile_with("");
-    let net = TestNet::new(&env, "10.216.0.0/24");
+    let net = TestNet::new(&env, "10.218.0.0/24");
     let table = format!("{}_routed", net.name);
     env.ok(&["up", T1]);
     assert!(TestNet::nft_has(&table), "the first up installs {table}");
@@ -2670,8 +2670,8 @@ fn private_net_routes_each_tenant_on_a_link_of_its_own() {
     assert_ne!(a1, a2);
     let lo = ip_out(&["-o", "-4", "addr", "show", "dev", "lo"]);
     assert!(
-        lo.contains("inet 10.214.0.1/32 scope global lo"),
-        "the gateway on lo: {lo}"
+        lo.contains("inet 10.214.0.1/32 scope link lo"),
+        "the gateway on lo, scope link (never the host's source for other links): {lo}"
     );
     let ends = net.host_ends();
     assert_eq!(ends.len(), 2, "one host end per tenant: {ends:?}");
@@ -2702,6 +2702,17 @@ fn private_net_routes_each_tenant_on_a_link_of_its_own() {
         ),
         "{T1}'s host end has the MAC {mac}"
     );
+    // And the host knows the tenant's eth0 MAC the same way.
+    let tmac = corral_sandbox::net::tenant_mac(a1)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":");
+    let neigh = ip_out(&["neigh", "show", &a1.to_string()]);
+    assert!(
+        neigh.contains(&format!("lladdr {tmac} PERMANENT")),
+        "the host's permanent neighbour entry for {T1} ({a1}, {tmac}): {neigh}"
+    );
     let arp = env.sh(T1, "cat /proc/net/arp");
     assert!(
         arp.lines().any(|l| {
@@ -2713,6 +2724,21 @@ fn private_net_routes_each_tenant_on_a_link_of_its_own() {
     // With no address on the host ends, both reach the internet.
     assert_eq!(curl_in(&env, T1, &[&url]).as_deref(), Ok("hello\n"));
     assert_eq!(curl_in(&env, T2, &[&url]).as_deref(), Ok("hello\n"));
+    // Someone removes the gateway from lo: the kernel takes both tenants'
+    // routes with it (they name it as their source); the next `up` of any
+    // tenant puts the gateway and the running tenants' routes back.
+    ip(&["addr", "del", "10.214.0.1/32", "dev", "lo"]).unwrap();
+    let r = ip_out(&["-o", "route", "show", &format!("{a1}/32")]);
+    assert_eq!(r, "", "the kernel removed {a1}'s route with the gateway");
+    private_tenant(&env, T3);
+    for a in [a1, a2] {
+        let r = ip_out(&["-o", "route", "get", &a.to_string()]);
+        assert!(
+            r.contains(&format!("dev {}_", net.name)) && r.contains("src 10.214.0.1 "),
+            "{a}'s route is back after the gateway was: {r}"
+        );
+    }
+    assert_eq!(curl_in(&env, T1, &[&url]).as_deref(), Ok("hello\n"));
     let theirs = format!("/proc/{}/ns/net", env.init_pid(T2));
     let srv2 = Server::serve(listen_in(&theirs, "0.0.0.0:0"));
     let url2 = format!("http://{a2}:{}/", srv2.port);
