@@ -18,17 +18,20 @@ fn check_other_files(ctx: &Ctx) -> anyhow::Result<()> {
         corral_gateway::TenantMap::load(&map)?;
         outln!("{}: ok", map.display());
     }
-    if let Some(w) = corral_sandbox::net::host_port_range().and_then(port_range_warning) {
-        eprintln!("warning: {w}");
-    }
-    // Private tenants have been up since the boot (corral wrote its rules)
-    // but the table is gone: a firewall reload flushed it.
     let network = ctx.config_dir.join("network.toml");
     let net = corral_sandbox::net::Net::new(ctx.net_config()?)
         .map_err(|e| anyhow::anyhow!("{}: {e}", network.display()))?;
     if network.exists() {
         outln!("{}: ok", network.display());
     }
+    // Both only where private tenants have been brought up since the boot
+    // (corral wrote its rules).
+    if net.rules_file().exists() {
+        if let Some(w) = corral_sandbox::net::host_port_range().and_then(port_range_warning) {
+            eprintln!("warning: {w}");
+        }
+    }
+    // The table gone: a firewall reload flushed it.
     if net.rules_file().exists() && corral_sandbox::net::table_present(&net.table()) == Some(false)
     {
         eprintln!(
@@ -46,17 +49,19 @@ fn check_other_files(ctx: &Ctx) -> anyhow::Result<()> {
 
 /// Private tenants are masqueraded to source ports the host's own
 /// ephemeral range leaves free (`corral_sandbox::net::tenant_ports`); a
-/// host whose range leaves fewer than 1,024 gets a warning.
+/// host whose range leaves fewer than `MIN_TENANT_PORTS` gets a warning.
 fn port_range_warning(host: (u16, u16)) -> Option<String> {
     corral_sandbox::net::tenant_ports(host).is_none().then(|| {
         format!(
-            "net.ipv4.ip_local_port_range is {} {}: it leaves fewer than 1,024 ports of \
+            "net.ipv4.ip_local_port_range is {} {}: it leaves fewer than {} ports of \
              1024-65535 for the connections of tenants with net = \"private\", so they are \
              masqueraded to the host's own source ports, and a tenant's new connection can \
              meet a server's TIME_WAIT socket of one of the host's (the server refuses the \
              SYN, the tenant retries a second later); narrow the host's range (the kernel's \
              default is 32768 60999)",
-            host.0, host.1
+            host.0,
+            host.1,
+            corral_sandbox::net::MIN_TENANT_PORTS
         )
     })
 }
