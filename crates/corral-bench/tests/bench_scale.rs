@@ -75,9 +75,28 @@ fn scale_smoke_is_complete_and_leaves_nothing_behind() {
         "total_kib",
         "used_kib",
         "host_mounts",
+        "floor_kib",
+        "floor_kernel_kib",
+        "floor_holder_pss_kib",
+        "above_floor_kib",
     ] {
         figure(&rs, "scale", "memory", mode, f);
     }
+    // The peer: 20 holders measured at the same size, one PSS sample each,
+    // a kernel share that is not nothing (namespaces, cgroups, a process).
+    let floor = figure(&rs, "scale", "memory", mode, "floor_holder_pss_kib");
+    assert_eq!(floor.samples.len(), 20, "one PSS sample per holder");
+    assert!(
+        figure(&rs, "scale", "memory", mode, "floor_kernel_kib").median > 20.0,
+        "the floor's kernel share is counted"
+    );
+    assert!(
+        rs.notes
+            .iter()
+            .any(|n| n.starts_with("scale 20 tenants: the kernel's floor (no corral")),
+        "{:?}",
+        rs.notes
+    );
     assert_eq!(
         figure(&rs, "scale", "memory", mode, "init_pss_kib")
             .samples

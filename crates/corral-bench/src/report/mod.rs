@@ -307,6 +307,14 @@ const SCALE_COLUMNS: &[Column] = &[
         header: "KiB per idle tenant",
     },
     Column::Figure {
+        figure: "floor_kib",
+        header: "kernel floor KiB (no corral)",
+    },
+    Column::Figure {
+        figure: "above_floor_kib",
+        header: "KiB above the floor",
+    },
+    Column::Figure {
         figure: "used_kib",
         header: "MemAvailable drop KiB",
     },
@@ -440,7 +448,9 @@ pub const LAYOUTS: &[SuiteLayout] = &[
                 `corral run TENANT -- /bin/true` on random tenants (joining is O(1): the latency must not \
                 grow with N), each join alternating with one into a tenant alone in its own environment \
                 (`join vs 1 tenant`: the machine's noise hits both alike), memory per idle tenant (the init's PSS plus the kernel's share: slab, stacks, \
-                page tables, per-CPU data and tmpfs, from /proc/meminfo deltas divided by N), and \
+                page tables, per-CPU data and tmpfs, from /proc/meminfo deltas divided by N) against the \
+                kernel's floor at the same N (no corral: static processes each holding the same namespaces, a \
+                procfs and cgroups of their own in the same hierarchies, counted the same way), and \
                 `corral down --all`. Targets: at 1,000 tenants the join latency within 10 % of the smallest \
                 size's and at most 300 KiB per idle tenant.",
         table: TableKind::Load {

@@ -78,6 +78,15 @@ pub const FLOOR_EXEC: Source = Source {
     extra: &[],
 };
 
+/// The smallest holder of an idle tenant's namespaces and cgroups (the
+/// scale suite's floor). Static: its own pages stay a few KiB.
+pub const NS_HOLDER: Source = Source {
+    name: "ns-holder",
+    text: include_str!("../../../../bench/c/ns-holder.c"),
+    static_link: true,
+    extra: &[],
+};
+
 /// Compile `src` into `dir/<name>` with the system C compiler.
 pub fn compile(cc: &Path, src: &Source, dir: &Path) -> Result<PathBuf> {
     let c = dir.join(format!("{}.c", src.name));

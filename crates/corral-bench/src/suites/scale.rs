@@ -14,6 +14,7 @@
 //! the run's), so `down --all` only touches them. Each size starts from no
 //! tenant and ends with none, checked.
 
+pub mod floor;
 pub mod memory;
 pub mod users;
 
@@ -59,6 +60,12 @@ pub mod fig {
     pub const TOTAL_KIB: &str = "total_kib";
     pub const USED_KIB: &str = "used_kib";
     pub const HOST_MOUNTS: &str = "host_mounts";
+    /// The kernel's floor at the same N (see [`super::floor`]): total,
+    /// kernel share, the holder's PSS, and corral's total minus the floor.
+    pub const FLOOR_KIB: &str = "floor_kib";
+    pub const FLOOR_KERNEL_KIB: &str = "floor_kernel_kib";
+    pub const FLOOR_HOLDER_PSS_KIB: &str = "floor_holder_pss_kib";
+    pub const ABOVE_FLOOR_KIB: &str = "above_floor_kib";
 }
 
 /// Tenant counts per level.
@@ -181,6 +188,22 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         pool.created.1.as_secs_f64()
     ));
     let env = scale_env(ctx, "scale")?;
+    // The peer of the memory figure: the kernel's floor at the same N
+    // (floor.rs), holding the namespaces the bench profile gives a tenant.
+    let holder = crate::suites::cbuild::compile(
+        &ctx.cc,
+        &crate::suites::cbuild::NS_HOLDER,
+        &ctx.work_dir("scale-bin")?,
+    )?;
+    let net = corral_profile::load(&env.config_dir, &pool.users[0].name)
+        .map(|p| p.namespaces.net)
+        .map_err(|e| BenchError::suite("scale", format!("the bench profile: {e}")))?;
+    let floor_peer = FloorPeer {
+        holder,
+        net,
+        parent: format!("{}/scale-floor", ctx.env.cgroup_parent),
+        work: ctx.work_dir("scale-floor")?,
+    };
     // The reference: one tenant alone in an environment of its own, joined
     // alternately with the N tenants (same moments, same machine noise).
     let reference = scale_env(ctx, "scale-ref")?;
@@ -198,6 +221,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
                 &env,
                 &pool.users[..n],
                 (&reference, &ref_tenant),
+                &floor_peer,
                 &mut rng,
             )
         });
@@ -209,8 +233,16 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
             }
         };
         ctx.progress.step_done(&format!(
-            "scale {n} tenants: join {:.2} ms (1-tenant reference {:.2} ms), {:.0} KiB/tenant, up {:.1} ms/tenant, down {:.1} ms/tenant",
-            r.join_median, r.ref_median, r.total_kib, r.up_ms_per_tenant, r.down_ms_per_tenant
+            "scale {n} tenants: join {:.2} ms (1-tenant reference {:.2} ms), {:.0} KiB/tenant{}, up {:.1} ms/tenant, down {:.1} ms/tenant",
+            r.join_median,
+            r.ref_median,
+            r.total_kib,
+            match &r.floor {
+                Some(Ok(f)) => format!(" (kernel floor {:.0})", f.total_kib),
+                _ => String::new(),
+            },
+            r.up_ms_per_tenant,
+            r.down_ms_per_tenant
         ));
         first_join.get_or_insert(r.join_vs_ref());
         results.push((n, r));
@@ -252,6 +284,17 @@ struct SizeResult {
     init_rss_kib: Vec<f64>,
     mem: Option<memory::PerTenant>,
     total_kib: f64,
+    /// The kernel's floor at this N, or why it was not measured.
+    floor: Option<std::result::Result<floor::FloorResult, String>>,
+}
+
+/// How the floor is measured (the same for every size).
+struct FloorPeer {
+    holder: std::path::PathBuf,
+    net: corral_profile::plan::NetMode,
+    /// The holders' cgroup parent, next to the tenants'.
+    parent: String,
+    work: std::path::PathBuf,
 }
 
 impl SizeResult {
@@ -280,6 +323,7 @@ fn measure(
     env: &BenchEnv,
     tenants: &[Tenant],
     (reference, ref_tenant): (&BenchEnv, &str),
+    floor_peer: &FloorPeer,
     rng: &mut Rng,
 ) -> Result<SizeResult> {
     let n = tenants.len();
@@ -299,6 +343,8 @@ fn measure(
     // Idle: let the inits settle (heap trimmed after setup), then look.
     sys::sleep(Duration::from_secs(2));
     let after = memory::snapshot();
+    // Where the floor's holders go: the hierarchies the tenants are in.
+    let roots = floor::cgroup_roots(&env.cgroup_parent);
     for t in tenants {
         let pid = init_pid(env, &t.name)?;
         let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
@@ -351,6 +397,22 @@ fn measure(
             left.join("; ")
         ));
     }
+    // The floor, once corral's tenants are gone, in the hierarchies they
+    // were in. A failure of this peer is reported, not corral's.
+    r.floor = Some(
+        match floor::measure(
+            &floor_peer.holder,
+            &roots,
+            &floor_peer.parent,
+            floor_peer.net,
+            n,
+            &floor_peer.work,
+        ) {
+            Ok(f) => Ok(f),
+            Err(e @ BenchError::Interrupted) => return Err(e),
+            Err(e) => Err(e.to_string()),
+        },
+    );
     Ok(r)
 }
 
@@ -452,6 +514,42 @@ fn push_rows(
             ));
         }
         m.push(fig::TOTAL_KIB, "KiB", Lower, r.total_kib);
+        match &r.floor {
+            Some(Ok(f)) => {
+                m.push(fig::FLOOR_KIB, "KiB", Lower, f.total_kib);
+                m.push(fig::FLOOR_KERNEL_KIB, "KiB", Lower, f.mem.kernel_kib);
+                for v in &f.holder_pss_kib {
+                    m.push(fig::FLOOR_HOLDER_PSS_KIB, "KiB", Lower, *v);
+                }
+                m.push(
+                    fig::ABOVE_FLOOR_KIB,
+                    "KiB",
+                    Lower,
+                    r.total_kib - f.total_kib,
+                );
+                let slabs: Vec<String> = f
+                    .mem
+                    .top_slabs
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v:.1}"))
+                    .collect();
+                notes.push(format!(
+                    "scale {n} tenants: the kernel's floor (no corral: {n} static processes each holding the same namespaces, {}, a procfs, cgroups of their own in the same hierarchies): {:.0} KiB per tenant = kernel {:.0} (slab objects {:.1}) + holder PSS {:.0}; corral {:.0}, i.e. {:+.0} KiB above the floor; the floor's slab caches that grew most: {}",
+                    f.network(),
+                    f.total_kib,
+                    f.mem.kernel_kib,
+                    f.mem.slab_kib,
+                    crate::stats::mean(&f.holder_pss_kib).unwrap_or(0.0),
+                    r.total_kib,
+                    r.total_kib - f.total_kib,
+                    slabs.join(", ")
+                ));
+            }
+            Some(Err(e)) => notes.push(format!(
+                "scale {n} tenants: the kernel's floor was not measured: {e}"
+            )),
+            None => {}
+        }
         rs.push(m.into_row(SUITE, MEMORY, &mode(*n)));
     }
     // The targets, at 1,000 tenants (or the largest size below it).
@@ -465,7 +563,13 @@ fn push_rows(
             if ratio <= TARGET_JOIN_RATIO { "met" } else { "missed" },
             r.total_kib,
             if r.total_kib <= TARGET_KIB { "met" } else { "missed" },
-        ));
+        ) + &match &r.floor {
+            Some(Ok(f)) => format!(
+                " (the kernel's floor of the same namespaces and cgroups without corral: {:.0} KiB)",
+                f.total_kib
+            ),
+            _ => String::new(),
+        });
     }
     notes.push(
         "scale: memory per tenant = mean init PSS + kernel share (Δ slab objects in use, by /proc/slabinfo active_objs × objsize, cache by cache, + KernelStack + PageTables + Percpu) + tmpfs (Δ Shmem), deltas before/after bringing the tenants up, divided by N; SUnreclaim and SReclaimable (slab pages: they miss objects that fill slots freed earlier) and `used` = Δ (MemTotal − MemAvailable) / N for comparison".into(),
@@ -483,16 +587,19 @@ pub fn headline(rs: &ResultSet) -> Vec<[String; 5]> {
         let Some(j) = r.median(fig::JOIN_MS) else {
             continue;
         };
-        let kib = rs
-            .row(SUITE, MEMORY, &r.mode)
-            .and_then(|m| m.median(fig::TOTAL_KIB));
+        let memory = rs.row(SUITE, MEMORY, &r.mode);
+        let kib = memory.and_then(|m| m.median(fig::TOTAL_KIB));
+        let floor = memory
+            .and_then(|m| m.median(fig::FLOOR_KIB))
+            .map(|v| format!(" (kernel floor {} KiB)", fmt_value(v, "KiB")))
+            .unwrap_or_default();
         let f = |v: Option<f64>, u: &str| v.map(|x| fmt_value(x, u)).unwrap_or_else(|| "–".into());
         out.push([
             SUITE.to_string(),
             r.mode.clone(),
             "corral".to_string(),
             format!(
-                "join {} ms, {} KiB/tenant",
+                "join {} ms, {} KiB/tenant{floor}",
                 fmt_value(j, "ms"),
                 f(kib, "KiB")
             ),
@@ -557,6 +664,7 @@ mod tests {
             init_pss_kib: vec![100.0],
             init_rss_kib: vec![900.0],
             mem: None,
+            floor: None,
             total_kib: kib,
         };
         let mut rs = ResultSet::new(crate::Machine::detect(&[]), true);

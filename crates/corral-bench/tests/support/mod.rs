@@ -131,6 +131,11 @@ pub fn nothing_left(env: &Env, pid: i32) {
         !links.contains(&format!(" cb{pid}h")),
         "veth pairs left: {links}"
     );
+    // The scale suite's floor names its host ends cfl<pid % 100000>_<i>.
+    assert!(
+        !links.contains(&format!(" cfl{}_", pid % 100_000)),
+        "the scale floor's veth pairs left: {links}"
+    );
 }
 
 /// [`run_bench_smoke`], checked: the bench succeeded, its `--json` stdout
