@@ -28,6 +28,14 @@ PACKAGE=(libpam0g-dev dpkg-dev man-db)
 # Debian chroot from apt's mirror, lintian).
 TEST=(psmisc siege openssh-server openssh-client cron pamtester exim4-daemon-light prometheus
       mmdebstrap lintian)
+# Only the tests: real sites (crates/corral/tests/sites.rs: WordPress from
+# Debian's package, and the theme it shows posts with, on a real MariaDB;
+# PHP with GD and MySQL), the shipped Apache 2.4 and lighttpd snippets run
+# against the real servers, and real system CGI applications through the
+# gateway (tests/gateway_sites.rs: cgit, gitweb); the offline HTML pages (the
+# bench report, `corral history --html`) looked at in headless Chromium.
+SITES=(wordpress wordpress-theme-twentytwentythree mariadb-server php-mysql php-gd
+       apache2 lighttpd cgit gitweb chromium)
 # Only the cgroup v2 tests: they boot a Debian kernel under qemu.
 VM=(qemu-system-x86 linux-image-amd64 busybox-static cpio)
 
@@ -42,7 +50,7 @@ esac
 case $set_name in
   demo) PACKAGES=("${BUILD[@]}" "${RUNTIME[@]}" "${BENCH[@]}") ;;
   build) PACKAGES=("${BUILD[@]}" "${RUNTIME[@]}" "${PACKAGE[@]}") ;;
-  test) PACKAGES=("${BUILD[@]}" "${RUNTIME[@]}" "${BENCH[@]}" "${PACKAGE[@]}" "${TEST[@]}" "${VM[@]}") ;;
+  test) PACKAGES=("${BUILD[@]}" "${RUNTIME[@]}" "${BENCH[@]}" "${PACKAGE[@]}" "${TEST[@]}" "${SITES[@]}" "${VM[@]}") ;;
   *) echo "$0: --for $set_name: expected demo, build or test" >&2; exit 2 ;;
 esac
 
@@ -61,7 +69,7 @@ if ((${#missing[@]})); then
 fi
 
 # Distribution services must not keep running: tests and benchmarks start their own.
-for svc in nginx php8.2-fpm php-fpm ssh cron exim4 prometheus mariadb apache2; do
+for svc in nginx php8.2-fpm php-fpm ssh cron exim4 prometheus mariadb apache2 lighttpd; do
   if [ -x "/etc/init.d/$svc" ]; then "/etc/init.d/$svc" stop >/dev/null 2>&1 || true; fi
 done
 

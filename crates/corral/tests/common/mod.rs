@@ -74,10 +74,33 @@ pub struct Env {
     pub parent: String,
 }
 
+/// PHP's programs and libraries in the page cache, as on a server that has
+/// run PHP once since its boot. A tenant reads what is not cached through
+/// its plan's IO limit (the default plan: 1 MiB/s, docs/limits.md): on a
+/// cold cache (a fresh boot, `drop_caches`) a sandboxed php-cgi took longer
+/// to fault in its ~40 MB than the gateway's 30 s timeout, and the tests
+/// that start PHP failed with a 504. Run once per test binary, on the
+/// host (no tenant's limit), for the PHP binaries that are installed.
+fn warm_php() {
+    static WARM: std::sync::Once = std::sync::Once::new();
+    WARM.call_once(|| {
+        for bin in ["/usr/bin/php-cgi", "/usr/sbin/php-fpm8.2", "/usr/bin/php"] {
+            if Path::new(bin).exists() {
+                let _ = Command::new(bin)
+                    .arg("-v")
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .status();
+            }
+        }
+    });
+}
+
 impl Env {
     pub fn new() -> Env {
         require_root();
         ensure_users();
+        warm_php();
         let n = N.fetch_add(1, Ordering::Relaxed);
         let base = std::path::Path::new("/var/tmp");
         Env {
