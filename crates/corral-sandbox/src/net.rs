@@ -521,6 +521,11 @@ fn plug(a: &Attached, pid: i32, host_side: &HostSide, made: &mut bool) -> Result
             gateway_on_lo(&mut host, a.gateway)?;
             route(&mut host)
         }
+        // Another `up` found the gateway gone meanwhile and routed every
+        // host end again, this new one too ([`ensure_gateway`]): the lease
+        // makes the address ours and the host end is the one just made,
+        // so the route there is this one.
+        Err(Errno::EEXIST) => Ok(()),
         r => r,
     }
     .map_err(sys(format!(
