@@ -59,6 +59,9 @@ fn bench_all_smoke_is_complete_and_leaves_nothing_behind() {
         figure(&rs, "micro", t, "corral", "single");
         figure(&rs, "micro", t, "corral", "parallel");
         figure(&rs, "micro", t, "native", "single");
+        // The whole floor: the seccomp floor in a cgroup with the tenant's limits.
+        figure(&rs, "micro", t, "floor-cgroup", "single");
+        figure(&rs, "micro", t, "floor-cgroup", "parallel");
     }
     // A guard against the N-copies artefact (every command pinned to the
     // CPU of whoever brought the sandbox up: about half of native's score

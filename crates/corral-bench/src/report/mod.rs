@@ -401,8 +401,9 @@ pub const LAYOUTS: &[SuiteLayout] = &[
         suite: "micro",
         title: "UnixBench-style micro-benchmarks: native vs sandboxed",
         intro: "The UnixBench system tests (re-implemented in bench/c/ubench.c) natively, natively under \
-                the seccomp floor (a one-instruction allow-all filter: what any filter costs), inside a \
-                corral sandbox and inside bubblewrap, with 1 copy and with one copy per CPU (as in the lx \
+                the seccomp floor (a one-instruction allow-all filter: what any filter costs), the same in a \
+                cgroup next to the tenant's with its limits (`floor-cgroup`: the kernel's whole floor of a \
+                limited tenant), inside a corral sandbox and inside bubblewrap, with 1 copy and with one copy per CPU (as in the lx \
                 zones article). `diff %` is the change against native: negative means a lower score.",
         table: TableKind::Micro {
             baselines: &["native"],

@@ -15,6 +15,9 @@ pub mod mode {
     pub const NATIVE: &str = "native";
     /// Native under a one-instruction allow-all seccomp filter.
     pub const SECCOMP_FLOOR: &str = "seccomp-floor";
+    /// The seccomp floor in a cgroup of the tenant's depth with the
+    /// tenant's limits: the whole kernel floor of a limited tenant.
+    pub const FLOOR_CGROUP: &str = "floor-cgroup";
     pub const CORRAL_RUN: &str = "corral-run";
     pub const CORRAL: &str = "corral";
     pub const NSENTER: &str = "nsenter-join";

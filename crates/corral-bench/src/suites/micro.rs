@@ -78,12 +78,54 @@ fn tests(level: Level) -> Vec<(&'static str, Vec<String>, u64)> {
     ]
 }
 
-const MODES: [&str; 4] = [
+const MODES: [&str; 5] = [
     mode::NATIVE,
     mode::SECCOMP_FLOOR,
+    mode::FLOOR_CGROUP,
     mode::CORRAL,
     mode::BUBBLEWRAP,
 ];
+
+/// The tenant's limit files copied to the floor's cgroup (cgroup v1 and
+/// v2 names; the CPU period before the quota).
+const LIMIT_FILES: [&str; 6] = [
+    "cpu.cfs_period_us",
+    "cpu.cfs_quota_us",
+    "cpu.max",
+    "memory.limit_in_bytes",
+    "memory.max",
+    "pids.max",
+];
+
+/// A cgroup next to the tenant's (`<parent>/floor-cgroup`, the same depth)
+/// in every hierarchy the tenant's is in, with the tenant's CPU, memory and
+/// process limits: where the `floor-cgroup` mode runs. Its `cgroup.procs`
+/// files; the cgroups go with the environment's parent at the end.
+fn floor_cgroup(parent: &str, tenant: &str) -> Result<Vec<std::path::PathBuf>> {
+    let theirs = format!("{parent}/{tenant}");
+    let roots = crate::suites::scale::floor::cgroup_roots(&theirs);
+    if roots.is_empty() {
+        return Err(crate::error::BenchError::suite(
+            SUITE,
+            format!("no cgroup hierarchy holds the tenant's cgroup {theirs}"),
+        ));
+    }
+    let mut procs = Vec::new();
+    for root in roots {
+        let d = root.join(parent).join(mode::FLOOR_CGROUP);
+        if !d.is_dir() {
+            std::fs::create_dir(&d).map_err(|e| crate::error::BenchError::io(&d, e))?;
+        }
+        for f in LIMIT_FILES {
+            if let Ok(v) = std::fs::read_to_string(root.join(&theirs).join(f)) {
+                let to = d.join(f);
+                std::fs::write(&to, v.trim()).map_err(|e| crate::error::BenchError::io(&to, e))?;
+            }
+        }
+        procs.push(d.join("cgroup.procs"));
+    }
+    Ok(procs)
+}
 
 pub fn steps(opts: &Options) -> u64 {
     (reps(opts.level) * tests(opts.level).len() * 2) as u64
@@ -120,6 +162,12 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     let floor_exec = bin_dir.join("floor-exec");
     ctx.env.install(&t, &floor_src, &floor_exec, 0o755)?;
     let files = contenders::bwrap_prepare(&ctx.work_dir("micro/bwrap")?, &t)?;
+    // The floor-cgroup mode: joins its cgroup as root, then drops to the
+    // tenant (std's uid switch comes before any pre-exec hook).
+    // The tenant up first (its cgroup and limits are what is copied).
+    ctx.env.up(&t.name, None)?;
+    let floor_procs = floor_cgroup(&ctx.env.cgroup_parent, &t.name)?;
+    let setpriv = arg(&tools::SETPRIV.find().unwrap_or_else(|| "setpriv".into()));
     let bwrap = tools::BWRAP.find().unwrap_or_else(|| "bwrap".into());
     // Work directories: one per mode and copy.
     let mut dirs = Vec::new();
@@ -136,11 +184,25 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
     // CPU (like pidns). Unpinned, fork and pipe tests measure where the
     // scheduler puts parent and child, and whatever else the machine runs.
     let command = |m: &str, dir: &std::path::Path, cpu: usize, args: &[String]| -> Command {
-        let mut argv = vec![taskset.clone(), "-c".into(), cpu.to_string()];
+        let mut argv = Vec::new();
+        if m == mode::FLOOR_CGROUP {
+            argv.extend([
+                "/bin/sh".to_string(),
+                "-c".into(),
+                r#"for f in $CG_PROCS; do echo $$ > "$f" || exit 125; done; unset CG_PROCS; exec "$@""#
+                    .into(),
+                "sh".into(),
+                setpriv.clone(),
+                format!("--reuid={}", t.uid),
+                format!("--regid={}", t.gid),
+                "--clear-groups".into(),
+            ]);
+        }
+        argv.extend([taskset.clone(), "-c".into(), cpu.to_string()]);
         argv.extend(match m {
             mode::CORRAL => contenders::corral_run_with(&corral, &global, &t, Some(dir)),
             mode::BUBBLEWRAP => contenders::bwrap(&bwrap, &t, &files, dir),
-            mode::SECCOMP_FLOOR => vec![arg(&floor_exec)],
+            mode::SECCOMP_FLOOR | mode::FLOOR_CGROUP => vec![arg(&floor_exec)],
             _ => vec![],
         });
         argv.push(ubench.display().to_string());
@@ -150,7 +212,13 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
             .current_dir(dir)
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin");
-        if m != mode::CORRAL {
+        if m == mode::FLOOR_CGROUP {
+            let list: Vec<String> = floor_procs
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            c.env("CG_PROCS", list.join(" "));
+        } else if m != mode::CORRAL {
             sys::as_user(&mut c, t.uid, t.gid);
         }
         c
