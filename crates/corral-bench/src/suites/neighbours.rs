@@ -42,7 +42,7 @@ pub use sample::{cpu_percent, parse_meminfo, parse_stat, parse_stats, CpuPercent
 pub const SUITE: &str = "neighbours";
 
 /// `ip` (iproute2) for the client network namespaces.
-pub const IP: Tool = Tool::new("ip", "iproute2");
+pub use crate::suites::tools::IP;
 
 /// PHP-FPM, found as `php-fpm` or `/usr/sbin/php-fpmX.Y` (see [`web::find_php_fpm`]).
 pub const PHP_FPM: Tool = Tool::new("php-fpm", "php-fpm");

@@ -23,6 +23,7 @@ pub const NSENTER: Tool = Tool::new("nsenter", "util-linux");
 pub const SETPRIV: Tool = Tool::new("setpriv", "util-linux");
 pub const TASKSET: Tool = Tool::new("taskset", "util-linux");
 pub const TIMEOUT: Tool = Tool::new("timeout", "coreutils");
+pub const IP: Tool = Tool::new("ip", "iproute2");
 pub const FIREJAIL: Tool = Tool::new("firejail", "firejail");
 pub const NSJAIL: Tool = Tool::new("nsjail", "nsjail");
 pub const MINIJAIL: Tool = Tool::new("minijail0", "minijail");

@@ -71,21 +71,11 @@ fn cgroup_roots_in(base: &Path, parent: &str) -> Vec<PathBuf> {
     roots
 }
 
-/// `ip`, looked for where the system keeps it (the caller's PATH may lack
-/// the sbin directories).
-fn ip_command() -> PathBuf {
-    ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-        .unwrap_or_else(|| PathBuf::from("ip"))
-}
-
 /// The holders, their cgroups and host ends; all removed on drop.
 struct Held {
     pids: Vec<i32>,
-    /// Created cgroup directories, parents first.
-    cgroups: Vec<PathBuf>,
+    /// The holders' cgroup parent, removed with what is below it.
+    parent: String,
     veths: Vec<String>,
 }
 
@@ -116,15 +106,7 @@ impl Drop for Held {
         {
             sys::sleep(Duration::from_millis(50));
         }
-        for d in self.cgroups.iter().rev() {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while let Err(e) = std::fs::remove_dir(d) {
-                if e.kind() == std::io::ErrorKind::NotFound || Instant::now() > deadline {
-                    break;
-                }
-                sys::sleep(Duration::from_millis(20));
-            }
-        }
+        sys::report_cleanup(crate::suites::env::remove_cgroups(&self.parent));
     }
 }
 
@@ -148,23 +130,14 @@ pub fn measure(
     }
     let mut held = Held {
         pids: Vec::with_capacity(n),
-        cgroups: Vec::new(),
+        parent: parent.to_string(),
         veths: Vec::new(),
     };
     for root in roots {
         let d = root.join(parent);
-        // Its ancestors too, if `down --all` removed them (each one made
-        // here is removed again, after what is below it).
-        let mut missing: Vec<PathBuf> = d
-            .ancestors()
-            .take_while(|a| *a != root.as_path() && !a.exists())
-            .map(Path::to_path_buf)
-            .collect();
-        missing.reverse();
-        for a in missing {
-            std::fs::create_dir(&a).map_err(|e| BenchError::io(&a, e))?;
-            held.cgroups.push(a);
-        }
+        // Its ancestors too, if `down --all` removed them (the run's own
+        // cleanup removes those; `held` removes `parent` and below).
+        std::fs::create_dir_all(&d).map_err(|e| BenchError::io(&d, e))?;
         // cgroup v2: the controllers the tenants had, for the holders too.
         let theirs = d.parent().map(|p| p.join("cgroup.subtree_control"));
         if let Some(ctl) = theirs.filter(|p| p.exists()) {
@@ -193,7 +166,6 @@ pub fn measure(
         for root in roots {
             let d = root.join(parent).join(format!("t{i}"));
             std::fs::create_dir(&d).map_err(|e| BenchError::io(&d, e))?;
-            held.cgroups.push(d.clone());
             cmd.arg(&d);
         }
         let f = sys::run_ok(
@@ -220,7 +192,11 @@ pub fn measure(
     if !batch.is_empty() {
         let file = work.join("floor-veths.batch");
         std::fs::write(&file, &batch).map_err(|e| BenchError::io(&file, e))?;
-        let mut ip = std::process::Command::new(ip_command());
+        let mut ip = std::process::Command::new(
+            crate::suites::tools::IP
+                .find()
+                .unwrap_or_else(|| "ip".into()),
+        );
         ip.arg("-batch").arg(&file);
         let limit = Duration::from_secs(60 + n as u64 / 20);
         sys::run_ok(
