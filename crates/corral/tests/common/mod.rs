@@ -274,11 +274,17 @@ impl Drop for Env {
             for d in dirs {
                 let _ = std::fs::remove_dir(&d);
             }
-            // And corral's own top-level parent, once no test (or tenant)
-            // uses it any more: rmdir refuses while anything is below it,
-            // and corral recreates it on demand.
-            if let Some(top) = dir.parent() {
-                let _ = std::fs::remove_dir(top);
+        }
+        // And corral's own top-level parent, once no test (or tenant) uses
+        // it any more: rmdir refuses while anything is below it, and corral
+        // recreates it on demand. In every hierarchy, also where this test's
+        // parent is already gone (a bench run removes its own).
+        if let (Some(top), Ok(rd)) = (
+            self.parent.split('/').next().filter(|t| !t.is_empty()),
+            std::fs::read_dir("/sys/fs/cgroup"),
+        ) {
+            for e in rd.flatten() {
+                let _ = std::fs::remove_dir(e.path().join(top));
             }
         }
         for m in self.mounts_mentioning_state() {
