@@ -20,9 +20,15 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 extern "C" fn on_signal(sig: libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
     // A second Ctrl-C gets the default action (the cleanup of the first
-    // one is what is running).
-    // SAFETY: signal(2) is async-signal-safe; SIG_DFL is a valid disposition.
-    unsafe { libc::signal(sig, libc::SIG_DFL) };
+    // one is what is running). Only Ctrl-C: SIGTERM and SIGHUP often come
+    // twice for one request to stop (timeout(1) signals its command and
+    // then the command's whole process group, which holds the command
+    // again), and dying on the second one would leave the servers, the
+    // sandboxes and their cgroups behind.
+    if sig == libc::SIGINT {
+        // SAFETY: signal(2) is async-signal-safe; SIG_DFL is a valid disposition.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+    }
 }
 
 /// Catch SIGINT, SIGTERM and SIGHUP: they set the interrupt flag.
