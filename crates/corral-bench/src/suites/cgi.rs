@@ -227,6 +227,9 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         check_modes(ctx, &mut stack, &tenants)?;
         let mut got = Collected::default();
         let tests = setup_tests(level, &setup);
+        if let Some(first) = tests.first() {
+            warm_up(ctx, &stack, first, &tenants, setup.client_cpu)?;
+        }
         for test in &tests {
             for rep in 0..reps(level) {
                 let n = stack.modes.len();
@@ -451,6 +454,76 @@ fn check_modes(ctx: &mut Ctx, stack: &mut Stack, tenants: &[Tenant]) -> Result<(
     Ok(())
 }
 
+/// h2load for `test` against mode `m` (every tenant's copy of the script,
+/// round-robin), pinned to the client CPU and under `timeout`.
+fn h2load_cmd(
+    stack: &Stack,
+    m: &ModeState,
+    test: &Test,
+    tenants: &[Tenant],
+    client_cpu: Option<usize>,
+    lim: Duration,
+    log: Option<&Path>,
+) -> Command {
+    let find = |tool: tools::Tool| arg(&tool.find().unwrap_or_else(|| tool.name.into()));
+    let mut argv = vec![
+        find(tools::TIMEOUT),
+        "-k".into(),
+        "5".into(),
+        lim.as_secs().to_string(),
+    ];
+    if let Some(cpu) = client_cpu {
+        argv.extend([find(tools::TASKSET), "-c".into(), cpu.to_string()]);
+    }
+    argv.push(find(tools::H2LOAD));
+    argv.extend(test.args());
+    if let Some(log) = log {
+        argv.push(format!("--log-file={}", log.display()));
+    }
+    argv.extend(tenants.iter().map(|t| {
+        format!(
+            "http://127.0.0.1:{}{}",
+            stack.port,
+            Layout::url_path(&m.name, t, test.script)
+        )
+    }));
+    let mut c = Command::new(&argv[0]);
+    c.args(&argv[1..]);
+    c
+}
+
+/// Requests of the unrecorded warm-up per mode and setup.
+fn warm_up_requests(level: Level) -> u64 {
+    level.pick(1_000, 500, 20)
+}
+
+/// One unrecorded h2load run of the first test's shape per mode (before the
+/// measured runs of a setup), so that no mode's first measured sample pays
+/// what a fresh server pays once: its first spawns, empty connection pools,
+/// the files of the entry-process slots, cold caches. The quick small test
+/// is only 1,000 requests (about half a second), so once-only costs were a
+/// large share of whichever sample came first. A mode that fails here fails
+/// in its measured runs, with the report.
+fn warm_up(
+    ctx: &Ctx,
+    stack: &Stack,
+    test: &Test,
+    tenants: &[Tenant],
+    client_cpu: Option<usize>,
+) -> Result<()> {
+    let warm = Test {
+        requests: warm_up_requests(ctx.level()),
+        ..test.clone()
+    };
+    let lim = limit(ctx.level());
+    for m in stack.modes.iter().filter(|m| m.failed.is_none()) {
+        sys::check_interrupt()?;
+        let mut c = h2load_cmd(stack, m, &warm, tenants, client_cpu, lim, None);
+        sys::run_bounded(&mut c, lim + Duration::from_secs(30), Output::Discard)?;
+    }
+    Ok(())
+}
+
 /// One h2load run of `test` against mode `m`: pinned to the client CPU,
 /// under `timeout` and the watchdog; summary, latency from the log and
 /// h2load's own CPU time go to `got`.
@@ -477,28 +550,7 @@ fn load(
         test.name.replace(' ', "-"),
         m.name
     ));
-    let find = |tool: tools::Tool| arg(&tool.find().unwrap_or_else(|| tool.name.into()));
-    let mut argv = vec![
-        find(tools::TIMEOUT),
-        "-k".into(),
-        "5".into(),
-        lim.as_secs().to_string(),
-    ];
-    if let Some(cpu) = client_cpu {
-        argv.extend([find(tools::TASKSET), "-c".into(), cpu.to_string()]);
-    }
-    argv.push(find(tools::H2LOAD));
-    argv.extend(test.args());
-    argv.push(format!("--log-file={}", log.display()));
-    argv.extend(tenants.iter().map(|t| {
-        format!(
-            "http://127.0.0.1:{}{}",
-            stack.port,
-            Layout::url_path(&m.name, t, test.script)
-        )
-    }));
-    let mut c = Command::new(&argv[0]);
-    c.args(&argv[1..]);
+    let mut c = h2load_cmd(stack, m, test, tenants, client_cpu, lim, Some(&log));
     let f = sys::run_bounded(&mut c, lim + Duration::from_secs(30), Output::Capture)?;
     sys::check_interrupt()?;
     let step = format!("cgi {} {} #{}", test.name, m.name, rep + 1);
