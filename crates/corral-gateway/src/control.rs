@@ -180,8 +180,33 @@ fn io_errno(e: &std::io::Error) -> Errno {
     Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
+/// Which end of a [`pipe`] the gateway keeps (and reads or writes through
+/// tokio); the other end is the child's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ours {
+    Read,
+    Write,
+}
+
 /// A pipe for a child's stdio: `(read end, write end)`, both close-on-exec
 /// (the init dup2s the child's end onto 0/1/2, which clears the flag there).
-pub fn pipe() -> Result<(OwnedFd, OwnedFd), Errno> {
-    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+/// The gateway's end is non-blocking, the child's blocks: a script expects
+/// blocking stdio. Made here with one `fcntl` on the gateway's end (O_NONBLOCK
+/// is a flag of each end's open file), so that end can go to tokio's
+/// `from_owned_fd_unchecked`: `from_owned_fd` checks with an `fstat` and
+/// sets the flag with `F_GETFL` and `F_SETFL`, three calls per end and two
+/// ends per request.
+pub fn pipe(ours: Ours) -> Result<(OwnedFd, OwnedFd), Errno> {
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let mine = match ours {
+        Ours::Read => &r,
+        Ours::Write => &w,
+    };
+    // F_SETFL ignores the access mode: this sets O_NONBLOCK and clears the
+    // other status flags, of which a new pipe has none.
+    nix::fcntl::fcntl(
+        std::os::fd::AsRawFd::as_raw_fd(mine),
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    )?;
+    Ok((r, w))
 }

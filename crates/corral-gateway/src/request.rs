@@ -4,7 +4,7 @@
 //! to the gateway log — until the script has exited and its stdout ended,
 //! the timeout hits, or the web server aborts.
 
-use crate::control::{pipe, Control, ControlError};
+use crate::control::{pipe, Control, ControlError, Ours};
 use crate::link::{Gone, Response};
 use crate::server::Shared;
 use crate::tenants::{Ask, Failure, Prepared};
@@ -314,11 +314,11 @@ async fn execute(
     // No body (RFC 3875 §4.1.2: CONTENT_LENGTH unset or 0): the script's
     // stdin is /dev/null, and no pipe or pump task is needed.
     let stdin_pipe = match stdin {
-        Some(rx) => Some((pipe().map_err(sys("stdin pipe"))?, rx)),
+        Some(rx) => Some((pipe(Ours::Write).map_err(sys("stdin pipe"))?, rx)),
         None => None,
     };
-    let (out_r, out_w) = pipe().map_err(sys("stdout pipe"))?;
-    let (err_r, err_w) = pipe().map_err(sys("stderr pipe"))?;
+    let (out_r, out_w) = pipe(Ours::Read).map_err(sys("stdout pipe"))?;
+    let (err_r, err_w) = pipe(Ours::Read).map_err(sys("stderr pipe"))?;
     let in_fd = stdin_pipe
         .as_ref()
         .map(|((r, _), _)| r.as_raw_fd())
@@ -346,7 +346,7 @@ async fn execute(
         tokio::spawn(pump_stdin(in_w, rx))
     });
     let stderr_task = tokio::spawn(pump_stderr(err_r, label.to_string()));
-    let stdout = pipe::Receiver::from_owned_fd(out_r)
+    let stdout = pipe::Receiver::from_owned_fd_unchecked(out_r)
         .map_err(|e| Failure::new(500, format!("stdout pipe: {e}")))?;
     let mut exited = false;
     let result = stream(
@@ -630,9 +630,10 @@ async fn send(resp: &mut Response, data: &[u8], hard: Instant) -> Result<(), Fai
 
 /// FCGI_STDIN chunks into the script's stdin; ends (closing the pipe) at
 /// the end of the body, or when the script stops reading (EPIPE), which
-/// also makes further chunks be discarded.
+/// also makes further chunks be discarded. `fd`: the write end of a
+/// [`pipe`] made with [`Ours::Write`] (non-blocking).
 async fn pump_stdin(fd: OwnedFd, mut rx: mpsc::Receiver<Vec<u8>>) {
-    let Ok(mut tx) = pipe::Sender::from_owned_fd(fd) else {
+    let Ok(mut tx) = pipe::Sender::from_owned_fd_unchecked(fd) else {
         return;
     };
     while let Some(chunk) = rx.recv().await {
@@ -642,9 +643,10 @@ async fn pump_stdin(fd: OwnedFd, mut rx: mpsc::Receiver<Vec<u8>>) {
     }
 }
 
-/// The script's stderr, line by line, into the gateway log.
+/// The script's stderr, line by line, into the gateway log. `fd`: the read
+/// end of a [`pipe`] made with [`Ours::Read`] (non-blocking).
 async fn pump_stderr(fd: OwnedFd, label: String) {
-    let Ok(rx) = pipe::Receiver::from_owned_fd(fd) else {
+    let Ok(rx) = pipe::Receiver::from_owned_fd_unchecked(fd) else {
         return;
     };
     let mut r = tokio::io::BufReader::with_capacity(MAX_LOG_LINE, rx);
