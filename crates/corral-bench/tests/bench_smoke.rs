@@ -126,3 +126,88 @@ fn bench_all_smoke_is_complete_and_leaves_nothing_behind() {
         "scale users left"
     );
 }
+
+/// Stopped as timeout(1) stops a command — SIGTERM to the bench, then
+/// SIGTERM to its whole process group (here 200 ms apart) — while the cgi suite's servers and
+/// sandboxes run, the bench still cleans up: it reports the interruption
+/// and leaves nothing behind. (It used to take the second SIGTERM's default
+/// action and die with nginx, fcgiwrap, the gateway and the sandboxes up.)
+#[test]
+fn a_bench_stopped_twice_by_sigterm_still_cleans_up() {
+    use std::os::unix::process::CommandExt;
+    let env = Env::new();
+    let out = tempfile::Builder::new()
+        .prefix("corral-bench-out")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_corral-bench"));
+    for (k, v) in env.cmd().get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd.arg("--corral")
+        .arg(corral_bin())
+        .args(["cgi", "--smoke", "--out"])
+        .arg(out.path())
+        .process_group(0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn corral-bench");
+    let pid = child.id() as i32;
+    // The run's own directory (work files, sockets, nginx prefix).
+    let run_dir = format!("/run/corral-bench/corral-bench-{pid}-");
+    // Wait until its web side is up (nginx names the run's dir).
+    let up = wait_until(HANG_LIMIT, || {
+        processes_mentioning(&run_dir)
+            .iter()
+            .any(|p| p.contains("nginx: master"))
+            || child.try_wait().unwrap().is_some()
+    });
+    assert!(up, "the cgi suite's nginx never started");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "corral-bench ended before it could be stopped"
+    );
+    // SAFETY: signalling our own unreaped child, then the group we made for
+    // it; apart enough for the first to be handled (two pending SIGTERMs
+    // would merge into one).
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: as above.
+    unsafe { libc::kill(-pid, libc::SIGTERM) };
+    let ended = wait_until(HANG_LIMIT, || child.try_wait().unwrap().is_some());
+    if !ended {
+        // SAFETY: as above.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+    }
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(ended, "corral-bench did not end after SIGTERM: {stderr}");
+    assert!(
+        o.status.code().is_some(),
+        "corral-bench was killed by a signal ({:?}) instead of cleaning up: {stderr}",
+        o.status
+    );
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert_eq!(
+        processes_mentioning(&run_dir),
+        Vec::<String>::new(),
+        "processes left"
+    );
+    let dirs_left: Vec<_> = std::fs::read_dir("/run/corral-bench")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path().display().to_string())
+                .filter(|p| p.starts_with(&run_dir))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(dirs_left.is_empty(), "left: {dirs_left:?}");
+    nothing_left(&env, pid);
+    for t in ["corral-demo1", "corral-demo2"] {
+        let p = home_of(t).join(format!(".corral-bench-{pid}"));
+        assert!(!Path::new(&p).exists(), "{} left", p.display());
+    }
+}
