@@ -238,8 +238,13 @@ impl BenchEnv {
         Ok(self.tenant_state(tenant)?.namespaces)
     }
 
-    /// `corral up TENANT` (optionally under `taskset -c CPU` so the tenant
-    /// init, and everything it spawns, stays on that CPU); its wall time.
+    /// `corral up TENANT`; its wall time. With `pin`, under `taskset -c CPU`,
+    /// and the tenant init is then pinned to that CPU too: the init starts
+    /// with every CPU whatever its starter's affinity (so that commands
+    /// without a caller of their own do not inherit it), which in a pinned
+    /// setup let its work, and the start of every child it forks, run on
+    /// the load generator's CPU (one in six samples of the init's CPU in
+    /// the cgi suite's pinned gateway runs, and one migration per request).
     pub fn up(&self, tenant: &str, pin: Option<usize>) -> Result<Duration> {
         let mut c = match pin {
             Some(cpu) => {
@@ -263,6 +268,18 @@ impl BenchEnv {
                     f.describe(Duration::from_secs(60))
                 ),
             ));
+        }
+        if let Some(cpu) = pin {
+            let pid = self.tenant_state(tenant)?.init_pid;
+            let mut set = nix::sched::CpuSet::new();
+            set.set(cpu)
+                .and_then(|()| nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(pid), &set))
+                .map_err(|e| {
+                    BenchError::suite(
+                        "setup",
+                        format!("pin the init of {tenant} (pid {pid}) to CPU {cpu}: {e}"),
+                    )
+                })?;
         }
         Ok(f.wall)
     }
