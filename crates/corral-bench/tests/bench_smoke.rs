@@ -140,18 +140,8 @@ fn a_bench_stopped_twice_by_sigterm_still_cleans_up() {
         .prefix("corral-bench-out")
         .tempdir_in("/var/tmp")
         .unwrap();
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_corral-bench"));
-    for (k, v) in env.cmd().get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    cmd.arg("--corral")
-        .arg(corral_bin())
-        .args(["cgi", "--smoke", "--out"])
-        .arg(out.path())
-        .process_group(0)
+    let mut cmd = bench_command(&env, "cgi", out.path());
+    cmd.process_group(0)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
     let mut child = cmd.spawn().expect("spawn corral-bench");

@@ -8,6 +8,24 @@ use corral_bench::{Figure, ResultSet};
 use std::path::Path;
 use std::process::{Command, Output};
 
+/// `corral-bench --corral <corral under test> SUITE --smoke --out OUT`,
+/// with the variables that point corral at the test's own state, config
+/// and cgroup parent (the bench takes the cgroup parent from them too).
+pub fn bench_command(env: &Env, suite: &str, out: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_corral-bench"));
+    for (k, v) in env.cmd().get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd.arg("--corral")
+        .arg(corral_bin())
+        .args([suite, "--smoke", "--out"])
+        .arg(out);
+    cmd
+}
+
 /// `corral-bench SUITE --smoke --json --out OUT`, measuring the `corral`
 /// under test with `env`'s cgroup parent, in a process group of its own,
 /// with a watchdog: past `limit` it gets SIGTERM (the bench cleans up),
@@ -21,19 +39,8 @@ pub fn run_bench_smoke(
     grace: std::time::Duration,
 ) -> (Output, i32, std::time::Duration) {
     use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_corral-bench"));
-    // The variables that point corral at the test's own state, config and
-    // cgroup parent (the bench takes the cgroup parent from them too).
-    for (k, v) in env.cmd().get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    cmd.arg("--corral")
-        .arg(corral_bin())
-        .args([suite, "--smoke", "--json", "--out"])
-        .arg(out);
+    let mut cmd = bench_command(env, suite, out);
+    cmd.arg("--json");
     cmd.process_group(0);
     cmd.stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
