@@ -12,7 +12,7 @@ use crate::control::Pool;
 use crate::map::TenantMap;
 use crate::safety::{self, CheckedScript};
 use crate::users::Users;
-use corral_limits::{EntryError, EntryGuard, EntrySlots};
+use corral_limits::{EntryError, EntrySlots, FdBudget, PooledEntry, SlotPool};
 use corral_sandbox::join::{JoinError, Target};
 use corral_sandbox::Layout;
 use std::collections::HashMap;
@@ -80,7 +80,7 @@ pub struct Prepared {
     pub script: CheckedScript,
     pub target: Arc<Target>,
     /// Held until the script has exited.
-    pub slot: Option<EntryGuard>,
+    pub slot: Option<PooledEntry>,
     pub control: PathBuf,
     /// Idle connections to the tenant's init.
     pub pool: Arc<Pool>,
@@ -93,7 +93,7 @@ struct Sandbox {
     /// request instead of reading /proc/PID/stat).
     init: Option<OwnedFd>,
     /// The entry-process slots, when the tenant has that limit.
-    slots: Option<EntrySlots>,
+    slots: Option<SlotPool>,
     control: PathBuf,
     /// Idle connections to this init (gone with it: a new init gets a new
     /// sandbox entry and an empty pool).
@@ -101,14 +101,15 @@ struct Sandbox {
 }
 
 impl Sandbox {
-    fn new(layout: &Layout, target: Target) -> Result<Sandbox, Failure> {
+    fn new(layout: &Layout, target: Target, budget: &FdBudget) -> Result<Sandbox, Failure> {
         let name = target.state.tenant.clone();
         let dir = layout.tenant(&name);
         let slots = match target.limits.entry_processes {
-            Some(limit) => Some(
+            Some(limit) => Some(SlotPool::new(
                 EntrySlots::open(&dir.entry(), limit)
                     .map_err(|e| Failure::new(500, format!("entry slots of {name}: {e}")))?,
-            ),
+                budget.clone(),
+            )),
             None => None,
         };
         // Opened first, then the start time compared: a pid reused before
@@ -145,7 +146,7 @@ impl Sandbox {
         }
     }
 
-    fn slot(&self) -> Result<Option<EntryGuard>, Failure> {
+    fn slot(&self) -> Result<Option<PooledEntry>, Failure> {
         let Some(slots) = &self.slots else {
             return Ok(None);
         };
@@ -167,6 +168,14 @@ impl Sandbox {
     }
 }
 
+/// A quarter of the soft `RLIMIT_NOFILE` (256 of Debian's 1,024).
+fn slot_files_budget() -> usize {
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(0, |(soft, _)| {
+            usize::try_from(soft / SLOT_FILES_SHARE).unwrap_or(usize::MAX)
+        })
+}
+
 fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     // SAFETY: integer arguments; a non-negative result is a new fd we own.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
@@ -180,7 +189,13 @@ pub struct Tenants {
     map: RwLock<Arc<TenantMap>>,
     users: Users,
     cache: Mutex<HashMap<String, Arc<Sandbox>>>,
+    /// The entry-slot descriptors every tenant's [`SlotPool`] may keep.
+    slot_files: FdBudget,
 }
+
+/// The share of the soft `RLIMIT_NOFILE` the entry-slot descriptors may
+/// keep (the rest is for connections, pipes and the inits' sockets).
+const SLOT_FILES_SHARE: u64 = 4;
 
 impl Tenants {
     pub fn new(provider: Box<dyn Sandboxes>, map: TenantMap) -> Tenants {
@@ -189,6 +204,7 @@ impl Tenants {
             map: RwLock::new(Arc::new(map)),
             users: Users::default(),
             cache: Mutex::new(HashMap::new()),
+            slot_files: FdBudget::new(slot_files_budget()),
         }
     }
 
@@ -287,7 +303,7 @@ impl Tenants {
             .provider
             .target(tenant)
             .map_err(|e| Failure::new(503, format!("sandbox of {tenant}: {e:#}")))?;
-        let s = Arc::new(Sandbox::new(self.layout(), t)?);
+        let s = Arc::new(Sandbox::new(self.layout(), t, &self.slot_files)?);
         self.cache
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -76,7 +76,7 @@ impl AsFd for EntryGuard {
     }
 }
 
-fn open_rw(path: &Path) -> Result<File, EntryError> {
+pub(crate) fn open_rw(path: &Path) -> Result<File, EntryError> {
     // std opens with O_CLOEXEC.
     OpenOptions::new()
         .read(true)
@@ -91,7 +91,7 @@ fn open_rw(path: &Path) -> Result<File, EntryError> {
 /// flock(2) on a file, retrying EINTR. The lock is never explicitly
 /// released: it goes with the last descriptor of the open file (so a forked
 /// copy of a guard cannot free the slot behind its owner's back).
-fn flock(file: &File, op: libc::c_int) -> Result<(), io::Error> {
+pub(crate) fn flock(file: &File, op: libc::c_int) -> Result<(), io::Error> {
     loop {
         // SAFETY: the descriptor is valid for the borrow of `file`; flock
         // touches no memory.
@@ -106,7 +106,7 @@ fn flock(file: &File, op: libc::c_int) -> Result<(), io::Error> {
 }
 
 /// Tries an exclusive lock without waiting: Ok(false) when someone holds it.
-fn try_lock(file: &File, path: &Path) -> Result<bool, EntryError> {
+pub(crate) fn try_lock(file: &File, path: &Path) -> Result<bool, EntryError> {
     match flock(file, libc::LOCK_EX | libc::LOCK_NB) {
         Ok(()) => Ok(true),
         Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(false),
@@ -400,7 +400,7 @@ impl EntrySlots {
         self.limit
     }
 
-    fn slot_path(&self, i: u32) -> PathBuf {
+    pub(crate) fn slot_path(&self, i: u32) -> PathBuf {
         self.dir.join(format!("slot.{i}"))
     }
 
@@ -435,7 +435,7 @@ impl EntrySlots {
         self.dir.join("rejections")
     }
 
-    fn count_rejection(&self) -> Result<(), EntryError> {
+    pub(crate) fn count_rejection(&self) -> Result<(), EntryError> {
         let path = self.counter_path();
         let mut f = open_rw(&path)?;
         // Held for a read and a write only, so waiting is short.
