@@ -141,11 +141,25 @@ fn setups() -> Vec<Setup> {
     ]
 }
 
-/// The tests of one setup.
+/// The tests of one setup ([`TESTS_ENV`] may leave some out).
 fn setup_tests(level: Level, setup: &Setup) -> Vec<Test> {
-    let mut v = tests(level);
+    let mut v = chosen_tests(level);
     for t in &mut v {
         t.name.push_str(setup.suffix);
+    }
+    v
+}
+
+/// Environment variable choosing some of the tests by their pinned names
+/// (`large,php`), in both setups: more samples of one test in less time.
+pub const TESTS_ENV: &str = "CORRAL_BENCH_CGI_TESTS";
+
+fn chosen_tests(level: Level) -> Vec<Test> {
+    let mut v = tests(level);
+    if let Ok(names) = std::env::var(TESTS_ENV) {
+        if !names.trim().is_empty() {
+            v.retain(|t| names.split(',').any(|n| n.trim() == t.name));
+        }
     }
     v
 }
@@ -175,7 +189,7 @@ pub fn steps(opts: &Options) -> u64 {
     let wrapped = WRAP_MODES.iter().filter(|(m, ..)| selected(m)).count();
     let modes =
         wrapped + usize::from(selected(mode::GATEWAY) && servers::gateway_available(&opts.corral));
-    (tests(opts.level).len() * setups().len() * reps(opts.level) * modes) as u64
+    (chosen_tests(opts.level).len() * setups().len() * reps(opts.level) * modes) as u64
 }
 
 /// A mode and whether it is corral's own (its failures fail the run).
@@ -213,6 +227,17 @@ struct Collected {
 
 pub fn run(ctx: &mut Ctx) -> Result<()> {
     let level = ctx.level();
+    if chosen_tests(level).is_empty() {
+        let names: Vec<String> = tests(level).into_iter().map(|t| t.name).collect();
+        return Err(BenchError::Suite {
+            suite: SUITE,
+            message: format!(
+                "{TESTS_ENV}={:?} names none of the tests ({})",
+                std::env::var(TESTS_ENV).unwrap_or_default(),
+                names.join(", ")
+            ),
+        });
+    }
     let tenants = ctx.env.tenants.clone();
     let scripts = install_scripts(ctx, &tenants)?;
     for setup in setups() {
@@ -376,6 +401,10 @@ fn start_stack(
     if let Ok(v) = std::env::var(MODES_ENV) {
         ctx.results
             .add_note(format!("cgi: only the modes {MODES_ENV} names: {v}"));
+    }
+    if let Ok(v) = std::env::var(TESTS_ENV) {
+        ctx.results
+            .add_note(format!("cgi: only the tests {TESTS_ENV} names: {v}"));
     }
     if !selected(mode::GATEWAY) {
         // Not asked for (CORRAL_BENCH_CGI_MODES).
