@@ -82,8 +82,9 @@ struct Spawner {
     /// What a child must set back to SIG_DFL (the init's dispositions never
     /// change after setup: it reads signals through a signalfd).
     reset_signals: Vec<libc::c_int>,
-    /// Its own policy is not SCHED_OTHER (it serves as a batch task):
-    /// children are set back. Taken once, when serving starts.
+    /// Its own policy is not SCHED_OTHER (the caller's, when `corral up`
+    /// ran under another): children are set back. Taken once, when serving
+    /// starts.
     reset_sched: bool,
     /// The host protected the init from the OOM killer (lifecycle): its
     /// children go back to 0.
@@ -205,10 +206,15 @@ pub fn main() -> ! {
             std::process::exit(1);
         }
     }
-    // Setup (the `corral up` latency) ran under the caller's policy; serving
-    // spawns runs as a batch task (see `batch_scheduling`). Switched before
-    // Ready, so whoever sees the sandbox up sees its init as it will stay.
-    crate::spawn::batch_scheduling();
+    // Serving stays SCHED_OTHER, unlike the gateway's threads: as a batch
+    // task the init did not preempt the script running on its CPU when a
+    // spawn request came, and waited there for the script's time slice
+    // (0.25-0.7 ms behind a CGI program, up to a php-cgi's whole run) while
+    // the other CPU went idle, since the load balancer leaves a task that
+    // ran within `sched_migration_cost` where it is (`perf sched timehist`:
+    // a CPU idle 20 % of an unpinned cgi large run, 3 % with fcgiwrap).
+    // Switched before Ready, so whoever sees the sandbox up sees its init as
+    // it will stay.
     crate::spawn::neutral_attributes();
     init.spawner.reset_sched = crate::spawn::unusual_policy();
     init.spawner.reset_oom = crate::spawn::oom_score_adjusted();

@@ -105,8 +105,9 @@ pub struct Exec<'a> {
     /// Signals to set back to SIG_DFL in the child; None: all of them.
     reset_signals: Option<&'a [libc::c_int]>,
     /// The spawner runs under another scheduling policy than SCHED_OTHER
-    /// (the init runs SCHED_BATCH, see [`batch_scheduling`]): the child
-    /// goes back to SCHED_OTHER. A tenant never inherits a policy.
+    /// (a batch task, see [`batch_scheduling`], or an init brought up
+    /// under another policy): the child goes back to SCHED_OTHER. A tenant
+    /// never inherits a policy.
     reset_sched: bool,
     reset_oom: bool,
     subreaper: bool,
@@ -539,16 +540,21 @@ impl<'a> Exec<'a> {
     }
 }
 
-/// Forget what the process that brought the sandbox up had: every CPU the
-/// sandbox's cpuset allows, nice 0, no I/O priority class. Otherwise the
+/// Forget what the process that brought the sandbox up had: SCHED_OTHER,
+/// every CPU the sandbox's cpuset allows, nice 0, no I/O priority class
+/// (an init brought up under `chrt -i` would otherwise start every
+/// request as an idle-class task). Otherwise the
 /// first `taskset -c 1 corral run` pinned the init, and with it every
 /// command, service and request it started afterwards (the N-copies half
 /// speed of the micro benchmarks). A command of `corral run` takes its
 /// caller's attributes instead (`ExecSpec::attrs`).
 pub fn neutral_attributes() {
-    // SAFETY: a cpu_set_t of ours with every CPU set (the kernel keeps those
-    // the cpuset allows); setpriority and ioprio_set take integers.
+    // SAFETY: a sched_param and a cpu_set_t of ours (every CPU set: the
+    // kernel keeps those the cpuset allows); setpriority and ioprio_set
+    // take integers.
     unsafe {
+        let other = libc::sched_param { sched_priority: 0 };
+        libc::sched_setscheduler(0, libc::SCHED_OTHER, &other);
         let mut all: libc::cpu_set_t = std::mem::zeroed();
         for c in 0..libc::CPU_SETSIZE as usize {
             libc::CPU_SET(c, &mut all);
@@ -838,15 +844,14 @@ pub fn non_default_signals() -> Vec<libc::c_int> {
 }
 
 /// Put the calling thread under SCHED_BATCH: a server that is woken by
-/// its clients (the init by a spawn request, the gateway by the web server
-/// and by its scripts' output) then does not preempt the client that woke
-/// it, but runs when that client blocks or its time slice ends. On a busy
-/// CPU this saves context switches: the gateway reads a script's output
-/// and end in one wake-up instead of preempting the script at its first
-/// write, and the init reads a spawn request once the client has sent it
-/// instead of preempting it between connect and send. Children spawned
-/// from a batch process are set back to SCHED_OTHER ([`Exec`]). Failure
-/// is harmless (the policy stays as it was).
+/// its clients (the gateway by the web server and by its scripts' output)
+/// then does not preempt the client that woke it, but runs when that
+/// client blocks or its time slice ends. On a busy CPU this saves context
+/// switches: the gateway reads a script's output and end in one wake-up
+/// instead of preempting the script at its first write. Not for a server
+/// others wait on to start work (the init: see its `serve` set-up). Children
+/// spawned from a batch process are set back to SCHED_OTHER ([`Exec`]).
+/// Failure is harmless (the policy stays as it was).
 pub fn batch_scheduling() {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: a pointer to a sched_param on the stack.
