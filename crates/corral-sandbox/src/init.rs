@@ -216,7 +216,10 @@ pub fn main() -> ! {
     // Switched before Ready, so whoever sees the sandbox up sees its init as
     // it will stay.
     crate::spawn::neutral_attributes();
-    init.spawner.reset_sched = crate::spawn::unusual_policy();
+    // A short time slice: a spawn request then runs at once on a busy CPU
+    // (see `SERVER_SLICE_NS`); its children go back to the default.
+    let short = crate::spawn::short_slice();
+    init.spawner.reset_sched = short || crate::spawn::unusual_policy();
     init.spawner.reset_oom = crate::spawn::oom_score_adjusted();
     if send_setup(&mut setup, &SetupReply::Ready).is_err() {
         std::process::exit(1);

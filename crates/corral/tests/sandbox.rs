@@ -963,16 +963,23 @@ fn signals_sent_to_corral_run_reach_the_command() {
 }
 
 #[test]
-fn neither_the_init_nor_tenant_programs_inherit_a_batch_policy() {
+fn neither_the_init_nor_tenant_programs_inherit_a_batch_policy_or_the_inits_slice() {
     let env = Env::new();
     env.default_profile_with("");
-    let policy = |sched: &str| -> Option<i32> {
+    let field = |sched: &str, name: &str| -> Option<u64> {
         sched
             .lines()
-            .find(|l| l.starts_with("policy"))
+            .find(|l| l.split(':').next().map(str::trim) == Some(name))
             .and_then(|l| l.split(':').nth(1))
             .and_then(|v| v.trim().parse().ok())
     };
+    let policy = |sched: &str| field(sched, "policy").map(|p| p as i32);
+    // A process started as every other: the default time slice (absent
+    // before EEVDF, Linux 6.6).
+    let default_slice = field(
+        &std::fs::read_to_string("/proc/self/sched").unwrap(),
+        "se.slice",
+    );
     // Brought up under a batch policy, the init still serves as a normal
     // task (a batch init made spawn requests wait behind running scripts).
     let mut up = std::process::Command::new("chrt");
@@ -1017,6 +1024,13 @@ fn neither_the_init_nor_tenant_programs_inherit_a_batch_policy() {
         assert_eq!(
             policy(&out),
             Some(libc::SCHED_OTHER),
+            "setns={setns}: {out}"
+        );
+        // The init's short slice (SERVER_SLICE_NS, Linux >= 6.12) is its
+        // own: a command gets the default one.
+        assert_eq!(
+            field(&out, "se.slice"),
+            default_slice,
             "setns={setns}: {out}"
         );
     }
