@@ -107,10 +107,16 @@ pub(crate) fn flock(file: &File, op: libc::c_int) -> Result<(), io::Error> {
 
 /// Tries an exclusive lock without waiting: Ok(false) when someone holds it.
 pub(crate) fn try_lock(file: &File, path: &Path) -> Result<bool, EntryError> {
+    lock_nb(file).map_err(io_err("locking", path))
+}
+
+/// [`try_lock`] without a path: the caller names the file only on error
+/// (the gateway's pool, which would otherwise format one per request).
+pub(crate) fn lock_nb(file: &File) -> Result<bool, io::Error> {
     match flock(file, libc::LOCK_EX | libc::LOCK_NB) {
         Ok(()) => Ok(true),
         Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(false),
-        Err(e) => Err(io_err("locking", path)(e)),
+        Err(e) => Err(e),
     }
 }
 

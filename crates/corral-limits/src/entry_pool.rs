@@ -20,7 +20,7 @@
 use std::fs::File;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::entry::{flock, open_rw, try_lock, EntryError, EntrySlots};
+use crate::entry::{flock, lock_nb, open_rw, EntryError, EntrySlots};
 use crate::kept::{FdBudget, KeptFile};
 
 /// One tenant's slots, for one long-lived process (see the module docs).
@@ -118,10 +118,6 @@ impl SlotPool {
         }
     }
 
-    pub fn limit(&self) -> u32 {
-        self.slots.limit()
-    }
-
     /// Descriptors kept open now (idle and held).
     pub fn open_files(&self) -> usize {
         let st = lock(&self.state);
@@ -155,7 +151,12 @@ impl SlotPool {
                             }
                         }
                     };
-                    if try_lock(&file, &self.slots.slot_path(slot))? {
+                    let locked = lock_nb(&file).map_err(|source| EntryError::Io {
+                        op: "locking",
+                        path: self.slots.slot_path(slot),
+                        source,
+                    })?;
+                    if locked {
                         st.set_ours(i, true);
                         return Ok(PooledEntry {
                             file: Some(file),

@@ -82,9 +82,9 @@ struct Spawner {
     /// What a child must set back to SIG_DFL (the init's dispositions never
     /// change after setup: it reads signals through a signalfd).
     reset_signals: Vec<libc::c_int>,
-    /// Its own policy is not SCHED_OTHER (the caller's, when `corral up`
-    /// ran under another): children are set back. Taken once, when serving
-    /// starts.
+    /// It serves with a time slice of its own (`short_slice`), or under
+    /// another policy than SCHED_OTHER: children are set back. Taken once,
+    /// when serving starts.
     reset_sched: bool,
     /// The host protected the init from the OOM killer (lifecycle): its
     /// children go back to 0.

@@ -104,10 +104,8 @@ pub struct Exec<'a> {
     foreground_tty: bool,
     /// Signals to set back to SIG_DFL in the child; None: all of them.
     reset_signals: Option<&'a [libc::c_int]>,
-    /// The spawner runs under another scheduling policy than SCHED_OTHER
-    /// (a batch task, see [`batch_scheduling`], or an init brought up
-    /// under another policy): the child goes back to SCHED_OTHER. A tenant
-    /// never inherits a policy.
+    /// See `ExecSpec::reset_sched`. A tenant never inherits a policy or a
+    /// slice.
     reset_sched: bool,
     reset_oom: bool,
     subreaper: bool,
