@@ -48,7 +48,7 @@ if [[ -z "$CORRAL" ]]; then
   CORRAL="$HERE/../target/x86_64-unknown-linux-gnu/release/corral"
 fi
 [[ -x "$CORRAL" && -x "$(dirname "$CORRAL")/corral-init" ]] || {
-  echo "access-log.sh: no corral (and corral-init) at $CORRAL: build with static_cargo build --release -p corral" >&2; exit 2; }
+  echo "access-log.sh: no corral (and corral-init) at $CORRAL: build with: source scripts/lib.sh; build_release" >&2; exit 2; }
 HOME_DIR="$(getent passwd "$TENANT" | cut -d: -f6)"
 [[ -n "$HOME_DIR" ]] || { echo "access-log.sh: no user $TENANT" >&2; exit 2; }
 

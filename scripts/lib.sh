@@ -31,9 +31,21 @@ static_cargo() {
   env CARGO_BUILD_TARGET="$host" RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" cargo "$@"
 }
 
-# Release build of the corral and corral-init binaries.
+# `corral` itself, the small front program (crates/corral-front): a
+# workspace of its own (no C library, panic = "abort"), built into this
+# workspace's target dir so that it lands next to corral-cli and
+# corral-init. build_front [release|debug] (default release).
+build_front() {
+  local flag=()
+  [ "${1:-release}" = release ] && flag=(--release)
+  (cd "$REPO/crates/corral-front" && static_cargo build -q "${flag[@]}" --target-dir "$REPO/target")
+}
+
+# Release build of corral (the front), corral-cli, corral-init and the
+# other programs.
 build_release() {
   (cd "$REPO" && static_cargo build --release -p corral --bins)
+  build_front release
   CORRAL="$REPO/target/$(host_target)/release/corral"
   export CORRAL
 }

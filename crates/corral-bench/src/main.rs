@@ -131,7 +131,7 @@ fn corral_path(global: &Global) -> anyhow::Result<PathBuf> {
     let p = exe.with_file_name("corral");
     anyhow::ensure!(
         p.is_file(),
-        "corral not found next to {} (build it: cargo build -p corral --bins; or pass --corral PATH)",
+        "corral not found next to {} (build it: `source scripts/lib.sh; build_release`, which builds corral-cli and the corral front program; or pass --corral PATH)",
         exe.display()
     );
     Ok(p)

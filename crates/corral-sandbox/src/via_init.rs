@@ -79,6 +79,15 @@ pub fn run_request(opts: &RunOptions, caller_env: Vec<(String, String)>) -> Requ
     })
 }
 
+/// This process's environment for a `Run` request: the variables whose
+/// name and value are UTF-8 (the protocol's strings; `std::env::vars`
+/// would panic on any other). The lean `corral` does the same.
+fn caller_env() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
+}
+
 /// A foreground `Run` request ready to go: the forwarded signals caught
 /// from now on, the request encoded.
 struct Ready {
@@ -94,7 +103,7 @@ impl Ready {
             what: "signalfd",
             errno,
         })?;
-        let request = crate::proto::encode(&run_request(opts, std::env::vars().collect()));
+        let request = crate::proto::encode(&run_request(opts, caller_env()));
         Ok(Ready {
             forwarding,
             request,

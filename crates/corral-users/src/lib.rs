@@ -17,6 +17,7 @@
 
 mod files;
 mod getent;
+mod name;
 mod nsswitch;
 
 pub use files::{parse_group_line, parse_passwd_line};
@@ -184,11 +185,7 @@ impl std::error::Error for BadUserName {}
 /// be gone already, e.g. for `corral down`): `[a-z_][a-z0-9_.-]*`, at most
 /// 32 bytes, so never a path.
 pub fn check_user_name(name: &str) -> Result<(), BadUserName> {
-    let mut chars = name.chars();
-    let first_ok = matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c == '_');
-    let rest_ok =
-        chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-'));
-    if first_ok && rest_ok && name.len() <= 32 {
+    if name::is_user_name(name) {
         Ok(())
     } else {
         Err(BadUserName(name.to_string()))

@@ -45,11 +45,12 @@ impl RunCli {
         args: &[std::ffi::OsString],
         env: impl Fn(&str) -> Option<std::ffi::OsString>,
     ) -> Option<RunCli> {
-        let l = RunLine::parse(args, env)?;
+        use std::os::unix::ffi::OsStringExt;
+        let l = RunLine::parse(&utf8(args)?, |v| env(v).map(|o| o.into_vec()))?;
         Some(RunCli {
             global: Global {
-                config_dir: l.config_dir,
-                state_dir: l.state_dir,
+                config_dir: l.config_dir.into(),
+                state_dir: l.state_dir.into(),
                 cgroup_parent: l.cgroup_parent,
                 json: l.json,
             },
@@ -59,16 +60,25 @@ impl RunCli {
                 env: l.env,
                 preserve_fds: l.preserve_fds,
                 detach: l.detach,
-                log: l.log,
+                log: l.log.map(Into::into),
                 command: l.command,
             },
         })
     }
 }
 
-pub use corral::runline::{
-    run_command_args, RunLine, DEFAULT_CGROUP_PARENT, DEFAULT_CONFIG_DIR, DEFAULT_STATE_DIR,
-};
+/// [`corral::runline::run_command_args`] for the process's arguments
+/// (`None` if one is not UTF-8: clap answers).
+pub fn run_command_args(args: &[std::ffi::OsString]) -> Option<Vec<std::ffi::OsString>> {
+    let args = corral::runline::run_command_args(&utf8(args)?)?;
+    Some(args.into_iter().map(Into::into).collect())
+}
+
+fn utf8(args: &[std::ffi::OsString]) -> Option<Vec<&str>> {
+    args.iter().map(|a| a.to_str()).collect()
+}
+
+pub use corral::runline::{RunLine, DEFAULT_CGROUP_PARENT, DEFAULT_CONFIG_DIR, DEFAULT_STATE_DIR};
 
 #[derive(Args, Debug, Clone, PartialEq)]
 pub struct Global {

@@ -1,10 +1,13 @@
-//! What corral's two command-line programs share. `corral` (src/front.rs)
-//! is a small program that answers `corral run` on a running sandbox itself
-//! ([`fastrun`]) and hands every other command line to the full CLI,
-//! `corral-cli` (src/main.rs), by exec. Starting the full CLI (a large
-//! static-pie binary: thousands of start-up relocations and over a hundred
-//! page faults) was most of what `corral run` cost beyond the C floor
-//! (docs/benchmarks.md).
+//! What the full command line (`corral-cli`, src/main.rs) and corral's
+//! other programs share. `corral` itself (crates/corral-front) is a small
+//! program without the C library that answers `corral run` on a running
+//! sandbox and hands every other command line to `corral-cli` by exec:
+//! starting the full CLI (a large static-pie binary: thousands of start-up
+//! relocations and over a hundred page faults), then the C library's own
+//! start-up, was most of what `corral run` cost beyond the C floor
+//! (docs/benchmarks.md). [`runline`] is shared with it as source.
+
+extern crate alloc;
 
 pub mod fastrun;
 pub mod programs;

@@ -1344,8 +1344,9 @@ fn a_sandbox_mounts_one_tmpfs_with_each_mount_points_flags() {
 
 /// `corral` answers `corral run` on a running sandbox by itself and execs
 /// the full CLI (`corral-cli`) for everything else: a copy of `corral`
-/// alone in a directory runs commands (status, not-found message) but says
-/// what is missing for anything else, having started nothing.
+/// alone in a directory runs commands (their status) but says what is
+/// missing for anything else, having started nothing. A command the init
+/// could not start is the full CLI's to report too (it asks again).
 #[test]
 fn the_front_program_answers_run_alone_and_hands_the_rest_to_corral_cli() {
     let env = Env::new();
@@ -1364,13 +1365,13 @@ fn the_front_program_answers_run_alone_and_hands_the_rest_to_corral_cli() {
     let o = run(&["run", T1, "--", "/bin/sh", "-c", "echo in; exit 7"]);
     assert_eq!(o.status.code(), Some(7), "{o:?}");
     assert_eq!(String::from_utf8_lossy(&o.stdout), "in\n");
-    let o = run(&["run", T1, "--", "no-such-command-xyz"]);
-    assert_eq!(o.status.code(), Some(127), "{o:?}");
-    assert!(String::from_utf8_lossy(&o.stderr).contains("not found"));
+    let o = run(&["run", T1, "--", "/bin/sh", "-c", "kill -TERM $$"]);
+    assert_eq!(o.status.code(), Some(128 + 15), "{o:?}");
 
     // Not the fast path: the full CLI is needed, and missing.
     for args in [
         &["ls"][..],
+        &["run", T1, "--", "no-such-command-xyz"],
         &["run", T1, "--detach", "--", "true"],
         &["run", T2, "--", "true"],
         &["run", "Bad/Name", "--", "true"],
@@ -1397,4 +1398,28 @@ fn the_front_program_answers_run_alone_and_hands_the_rest_to_corral_cli() {
     assert_eq!(o.status.code(), Some(125));
     assert!(String::from_utf8_lossy(&o.stderr).starts_with("corral: "));
     assert!(run(&["ls"]).status.success());
+    let o = run(&["run", T1, "--", "no-such-command-xyz"]);
+    assert_eq!(o.status.code(), Some(127), "{o:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!("corral: {T1}: no-such-command-xyz: command not found in the sandbox\n"),
+        "said once, by the full CLI"
+    );
+    // A variable that is not UTF-8 does not stop a run (it cannot travel
+    // in the init's protocol: both programs leave it out).
+    use std::os::unix::ffi::OsStrExt;
+    for program in [front.clone(), alone.path().join("corral-cli")] {
+        let o = env
+            .command(&program)
+            .env(
+                std::ffi::OsStr::from_bytes(b"CORRAL_T_BAD"),
+                std::ffi::OsStr::from_bytes(b"\xff"),
+            )
+            .args(["run", T1, "--", "/bin/sh", "-c", "echo in"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{program:?}: {o:?}");
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "in\n");
+    }
 }

@@ -16,19 +16,17 @@ pub const T1: &str = "corral-t1";
 pub const T2: &str = "corral-t2";
 pub const T3: &str = "corral-t3";
 
-/// The corral binary under test: Cargo's for corral's own tests; for the
-/// other crates that share this harness (corral-bench's), the one next to
-/// their test binary's directory (target/.../deps/..), which a workspace
-/// build has made.
+/// The corral binary under test: the one next to the test binary's
+/// directory (target/<host>/debug/deps/..), where scripts/test.sh builds
+/// the front program (crates/corral-front, a workspace of its own, so not
+/// a Cargo binary of this package) and Cargo puts corral-cli and
+/// corral-init.
 pub fn corral_bin() -> PathBuf {
-    if let Some(p) = option_env!("CARGO_BIN_EXE_corral") {
-        return PathBuf::from(p);
-    }
     let exe = std::env::current_exe().unwrap();
     let p = exe.parent().and_then(Path::parent).unwrap().join("corral");
     assert!(
         p.is_file(),
-        "{} missing: build corral first (cargo build -p corral --bins, with the same \
+        "{} missing: build corral first (scripts/lib.sh: build_front debug, and cargo build -p corral --bins with the same \
          --target; scripts/test.sh builds the whole workspace)",
         p.display()
     );
