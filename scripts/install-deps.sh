@@ -16,7 +16,7 @@ BUILD=(build-essential pkg-config ca-certificates curl)
 # routed veths and egress policy). The .deb depends on these too.
 RUNTIME=(util-linux iproute2 procps passwd nftables)
 # The quick benchmark the demo runs: web stack, load generator, peer sandbox.
-BENCH=(nginx-light fcgiwrap nghttp2-client php-cgi php-fpm bubblewrap)
+BENCH=(nginx-light fcgiwrap nghttp2-client php-cgi php-fpm bubblewrap musl-tools)
 # pam_corral.so links libpam; dpkg-shlibdeps (dpkg-dev) computes the
 # package's library dependencies; the man pages are checked with man-db.
 PACKAGE=(libpam0g-dev dpkg-dev man-db)

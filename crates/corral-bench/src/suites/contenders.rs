@@ -23,6 +23,11 @@ pub mod mode {
     pub const NSENTER: &str = "nsenter-join";
     /// bench/c/joinwrap.c: setns + fork + exec, the floor for a wrapper.
     pub const C_WRAPPER: &str = "c-wrapper";
+    /// The same wrapper linked with musl instead of glibc: no CPU probing
+    /// before `main` (glibc's costs 0.28 ms per exec in a VM, where each
+    /// `cpuid` traps), the floor for a wrapper without the C library's
+    /// start-up, as `corral` itself is built.
+    pub const C_WRAPPER_MUSL: &str = "c-wrapper-musl";
     pub const BUBBLEWRAP: &str = "bubblewrap";
     pub const GATEWAY: &str = "corral-gateway";
 }

@@ -5,6 +5,12 @@
 //! * `bare` — exec as the tenant, no sandbox;
 //! * `corral-run` — `corral run TENANT -- /bin/true` (setns per persisted
 //!   namespace file, cgroup, seccomp, rlimits, drop privileges, exec);
+//! * `c-wrapper` — bench/c/joinwrap.c, static glibc: setns into the init's
+//!   namespace files, drop to the tenant, fork, exec (the floor for any
+//!   wrapper);
+//! * `c-wrapper-musl` — the same program linked with musl (`musl-gcc`, when
+//!   installed): without glibc's start-up, which `corral` does not have
+//!   either;
 //! * `nsenter-join` — `nsenter` into the same persisted namespace files, then
 //!   `setpriv` to the tenant (the OpenLiteSpeed-style join, no limits);
 //! * `bubblewrap` — `bwrap` building a comparable rootfs at every exec;
@@ -255,6 +261,22 @@ fn contenders(ctx: &mut Ctx, t: &crate::suites::env::Tenant) -> Result<Vec<Conte
     }
     cw.push("--".into());
     cw.push(prog.clone());
+    match tools::MUSL_GCC.find() {
+        Some(musl) => {
+            let dir = ctx.work_dir("join-bin-musl")?;
+            let musl_wrap =
+                crate::suites::cbuild::compile(&musl, &crate::suites::cbuild::JOINWRAP, &dir)?;
+            let mut argv = cw.clone();
+            argv[0] = musl_wrap.display().to_string();
+            cs.push(Contender::new(mode::C_WRAPPER_MUSL, argv, false, true));
+        }
+        None => ctx.results.add_note(format!(
+            "join: {} not installed (Debian package {}): {} skipped",
+            tools::MUSL_GCC.name,
+            tools::MUSL_GCC.package,
+            mode::C_WRAPPER_MUSL
+        )),
+    }
     cs.push(Contender::new(mode::C_WRAPPER, cw, false, false));
     let mut ns = contenders::nsenter_join(&ctx.env, &nsenter, &setpriv, t, Some(&t.home))?;
     ns.push(prog.clone());

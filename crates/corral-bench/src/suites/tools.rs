@@ -19,6 +19,7 @@ pub const H2LOAD: Tool = Tool::new("h2load", "nghttp2-client");
 pub const BWRAP: Tool = Tool::new("bwrap", "bubblewrap");
 pub const PHP_CGI: Tool = Tool::new("php-cgi", "php-cgi");
 pub const CC: Tool = Tool::new("cc", "gcc");
+pub const MUSL_GCC: Tool = Tool::new("musl-gcc", "musl-tools");
 pub const NSENTER: Tool = Tool::new("nsenter", "util-linux");
 pub const SETPRIV: Tool = Tool::new("setpriv", "util-linux");
 pub const TASKSET: Tool = Tool::new("taskset", "util-linux");
