@@ -98,7 +98,13 @@ pub fn answer(args: &[&str], env: &Env) -> Result<i32, Declined> {
     let signals = Blocked::start()?;
     let sock = connect(&format!("{dir}/control.sock"))?;
     send(&sock, &request, true).map_err(|_| Declined)?;
-    converse(&sock, &signals)
+    let code = converse(&sock, &signals)?;
+    // The command has ended and the program ends next: the forwarded
+    // signals stay blocked to the end (a signal that came after the last
+    // read would otherwise take its default action between unblocking and
+    // exit, and end this program with it instead of the command's status).
+    core::mem::forget(signals);
+    Ok(code)
 }
 
 /// An entry slot when limits.json sets `entry_processes`

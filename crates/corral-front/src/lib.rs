@@ -41,6 +41,17 @@ const CLI: &str = "corral-cli";
 /// `argv` holds `argc` pointers to NUL-terminated strings and a NULL;
 /// `envp` NULL-terminated pointers to NUL-terminated strings.
 pub unsafe fn main(argc: usize, argv: *const *const u8, envp: *const *const u8) -> i32 {
+    // What the standard library's start-up does and this program's does
+    // not: fds 0-2 that the caller left closed become /dev/null (else the
+    // first file this program opens, say its entry slot or its socket to
+    // the init, would be passed on as the command's stdin or stdout), and
+    // SIGPIPE is ignored (an error said on a stderr nobody reads is an exit
+    // status, not a death by signal).
+    if sys::open_closed_stdio().is_err() {
+        // SAFETY: the caller's argv and envp, unchanged.
+        return unsafe { exec_cli(argv, envp) };
+    }
+    sys::ignore_sigpipe();
     // SAFETY: the caller's.
     let (args, env) = unsafe { (c_strings(argv, Some(argc)), c_strings(envp, None)) };
     let utf8: Option<Vec<&str>> = args.iter().map(|a| core::str::from_utf8(a).ok()).collect();
@@ -78,13 +89,23 @@ unsafe fn exec_cli(argv: *const *const u8, envp: *const *const u8) -> i32 {
         out::say(format_args!("cannot find its own program: /proc/self/exe"));
         return 125;
     };
-    let exe = exe.to_string_lossy();
-    let dir = exe.rsplit_once('/').map_or(".", |(d, _)| d);
-    for candidate in [
-        alloc::format!("{dir}/{CLI}\0"),
-        alloc::format!("{dir}/../lib/corral/{CLI}\0"),
-    ] {
-        let Ok(path) = CStr::from_bytes_with_nul(candidate.as_bytes()) else {
+    // Bytes, not text: an install path need not be UTF-8.
+    let exe = exe.as_bytes();
+    let dir = exe
+        .iter()
+        .rposition(|&b| b == b'/')
+        .map_or(&b"."[..], |i| &exe[..i]);
+    let shown = |p: &[u8]| alloc::string::String::from_utf8_lossy(p).into_owned();
+    // As std's Command::exec did for the previous front program: the full
+    // CLI starts with no signal blocked.
+    sys::set_mask(0);
+    for tail in [&b"/"[..], b"/../lib/corral/"] {
+        let mut candidate = Vec::with_capacity(dir.len() + 32);
+        candidate.extend_from_slice(dir);
+        candidate.extend_from_slice(tail);
+        candidate.extend_from_slice(CLI.as_bytes());
+        candidate.push(0);
+        let Ok(path) = CStr::from_bytes_with_nul(&candidate) else {
             continue;
         };
         let is_file = rustix::fs::stat(path)
@@ -93,16 +114,17 @@ unsafe fn exec_cli(argv: *const *const u8, envp: *const *const u8) -> i32 {
             continue;
         }
         // SAFETY: the caller's argv and envp; `path` is NUL-terminated.
-        let e = unsafe { crate::sys::execve(path, argv, envp) };
+        let e = unsafe { sys::execve(path, argv, envp) };
         out::say(format_args!(
             "exec {}: errno {}",
-            &candidate[..candidate.len() - 1],
+            shown(path.to_bytes()),
             e.raw_os_error()
         ));
         return 125;
     }
     out::say(format_args!(
-        "{CLI} not found next to {exe} or in its ../lib/corral (the full command line; reinstall corral)"
+        "{CLI} not found next to {} or in its ../lib/corral (the full command line; reinstall corral)",
+        shown(exe)
     ));
     125
 }

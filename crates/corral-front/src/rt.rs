@@ -22,9 +22,10 @@ compile_error!("corral-front's start-up (src/rt.rs) is written for x86-64");
 // the stack holding argc, argv[], NULL, envp[], NULL, auxv. Before any
 // Rust code runs, every R_X86_64_RELATIVE relocation (the only kind a
 // static-pie without the C library has: pointers in vtables, string
-// tables...) gets the load base added; any other relocation type, or a
-// packed DT_RELR table, stops the program at once (ud2) rather than run
-// with a pointer unrelocated. Then `start` (below) with the initial stack
+// tables...) gets the load base added (R_X86_64_NONE entries, which a
+// linker may leave after garbage collection, are skipped); any other type,
+// or a packed DT_RELR table, stops the program at once (ud2) rather than
+// run with a pointer unrelocated. Then `start` (below) with the initial stack
 // pointer and the load base.
 core::arch::global_asm!(
     ".globl _start",
@@ -60,12 +61,16 @@ core::arch::global_asm!(
     "6:",
     "cmp rcx, r8",
     "jae 7f",
-    "cmp dword ptr [rcx + 8], 8",         // r_info's type: R_X86_64_RELATIVE
+    "mov eax, dword ptr [rcx + 8]",       // r_info's type:
+    "test eax, eax",                      // R_X86_64_NONE: nothing to do
+    "jz 8f",
+    "cmp eax, 8",                         // R_X86_64_RELATIVE, else stop
     "jne 9f",
     "mov rax, [rcx]",                     // r_offset
     "mov rdx, [rcx + 16]",                // r_addend
     "add rdx, r13",
     "mov [r13 + rax], rdx",
+    "8:",
     "add rcx, 24",
     "jmp 6b",
     "7:",
@@ -212,6 +217,16 @@ struct Bytes(#[allow(dead_code)] [u8; ARENA]);
 static mut HEAP: Bytes = Bytes([0; ARENA]);
 /// Bytes of HEAP handed out (single-threaded program; atomic for Sync).
 static USED: AtomicUsize = AtomicUsize::new(0);
+/// The most USED has been: HEAP beyond it was never handed out and is
+/// still zero (so `alloc_zeroed` need not write, nor fault in, its pages).
+static HIGH: AtomicUsize = AtomicUsize::new(0);
+
+fn set_used(used: usize) {
+    USED.store(used, Ordering::Relaxed);
+    if used > HIGH.load(Ordering::Relaxed) {
+        HIGH.store(used, Ordering::Relaxed);
+    }
+}
 
 fn heap_base() -> usize {
     core::ptr::addr_of_mut!(HEAP) as usize
@@ -226,11 +241,13 @@ unsafe impl GlobalAlloc for Arena {
         let start = (base + used + layout.align() - 1) & !(layout.align() - 1);
         let end = start + layout.size();
         if end <= base + ARENA {
-            USED.store(end - base, Ordering::Relaxed);
+            set_used(end - base);
             return start as *mut u8;
         }
-        // SAFETY: a fresh private anonymous mapping, page-aligned (layouts
-        // here never ask for more).
+        if layout.align() > 4096 {
+            return core::ptr::null_mut();
+        }
+        // SAFETY: a fresh private anonymous mapping, page-aligned.
         match unsafe {
             rustix::mm::mmap_anonymous(
                 core::ptr::null_mut(),
@@ -242,6 +259,21 @@ unsafe impl GlobalAlloc for Arena {
             Ok(p) => p.cast(),
             Err(_) => core::ptr::null_mut(),
         }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let high = heap_base() + HIGH.load(Ordering::Relaxed);
+        // SAFETY: GlobalAlloc's contract, passed on.
+        let p = unsafe { self.alloc(layout) };
+        let (start, end) = (p as usize, p as usize + layout.size());
+        let in_heap = start >= heap_base() && start < heap_base() + ARENA;
+        // Only what was handed out before can hold old bytes; a fresh
+        // mapping is zero too.
+        if !p.is_null() && in_heap && start < high {
+            // SAFETY: the block just allocated, `layout.size()` bytes.
+            unsafe { core::ptr::write_bytes(p, 0, end.min(high) - start) };
+        }
+        p
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -263,7 +295,7 @@ unsafe impl GlobalAlloc for Arena {
         if last && p >= base && p + new_size <= base + ARENA {
             // The last block grows (or shrinks) in place: a growing Vec or
             // String does not copy itself.
-            USED.store(p + new_size - base, Ordering::Relaxed);
+            set_used(p + new_size - base);
             return ptr;
         }
         // SAFETY: the layout is valid for the new size (GlobalAlloc's

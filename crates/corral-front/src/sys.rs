@@ -31,7 +31,12 @@ unsafe fn syscall4(nr: usize, a: usize, b: usize, c: usize, d: usize) -> Result<
     }
 }
 
+const SYS_RT_SIGACTION: usize = 13;
 const SYS_RT_SIGPROCMASK: usize = 14;
+const SYS_FCNTL: usize = 72;
+const F_GETFD: usize = 1;
+const SIGPIPE: usize = 13;
+const SIG_IGN: usize = 1;
 const SYS_IOPRIO_GET: usize = 252;
 const SYS_SIGNALFD4: usize = 289;
 const SYS_CLOSE_RANGE: usize = 436;
@@ -146,7 +151,42 @@ pub unsafe fn execve(
 /// Standard input, output or error (0, 1, 2) as a borrowed descriptor.
 pub fn stdio(fd: i32) -> rustix::fd::BorrowedFd<'static> {
     debug_assert!((0..3).contains(&fd));
-    // SAFETY: this program never closes fds 0-2; if the caller left one
-    // closed, calls on it fail with EBADF.
+    // SAFETY: fds 0-2 are open from the start of `main` on
+    // ([`open_closed_stdio`]) and this program never closes them.
     unsafe { rustix::fd::BorrowedFd::borrow_raw(fd) }
+}
+
+/// Open /dev/null on each of fds 0-2 that is closed, in order, so that
+/// each open lands on the lowest free number, the closed one (as the
+/// standard library's start-up does). An error if one cannot be.
+pub fn open_closed_stdio() -> Result<(), Errno> {
+    for fd in 0..3 {
+        // SAFETY: F_GETFD only asks whether the number is open.
+        let probe = unsafe { syscall4(SYS_FCNTL, fd, F_GETFD, 0, 0) };
+        match probe {
+            Err(Errno::BADF) => {
+                let null = rustix::fs::open(
+                    "/dev/null",
+                    rustix::fs::OFlags::RDWR,
+                    rustix::fs::Mode::empty(),
+                )?;
+                let got = rustix::fd::IntoRawFd::into_raw_fd(null);
+                if got as usize != fd {
+                    return Err(Errno::BADF);
+                }
+            }
+            Err(e) => return Err(e),
+            Ok(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// SIGPIPE ignored (rt_sigaction with SIG_IGN, which needs no restorer).
+pub fn ignore_sigpipe() {
+    // struct kernel_sigaction on x86-64: handler, flags, restorer, mask.
+    let act: [usize; 4] = [SIG_IGN, 0, 0, 0];
+    // SAFETY: rt_sigaction reads a 32-byte kernel_sigaction; no old one
+    // asked for.
+    let _ = unsafe { syscall4(SYS_RT_SIGACTION, SIGPIPE, act.as_ptr() as usize, 0, 8) };
 }

@@ -677,6 +677,14 @@ impl Init {
             }
             Some((Some(r), fds)) => (r, fds),
         };
+        // A foreground run's client reads the first reply to its `Run` (or
+        // unannounced `Spawn`) as the request's answer: `Failed` or `Error`
+        // there mean nothing was started, and the lean `corral`
+        // (crates/corral-front) then has the full CLI ask again. So once a
+        // command runs, its connection gets `Error` only in answer to a
+        // request of the client's own (its `Signal { pid: 0 }` gets
+        // `Status`), and the command never holds that connection (the
+        // client's socket is close-on-exec and never among its stdio).
         let reply = match request {
             Ok(Request::Spawn(req)) => self.spawn(id, &req, fds),
             Ok(Request::Run(run)) => {

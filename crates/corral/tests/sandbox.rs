@@ -1367,6 +1367,29 @@ fn the_front_program_answers_run_alone_and_hands_the_rest_to_corral_cli() {
     assert_eq!(String::from_utf8_lossy(&o.stdout), "in\n");
     let o = run(&["run", T1, "--", "/bin/sh", "-c", "kill -TERM $$"]);
     assert_eq!(o.status.code(), Some(128 + 15), "{o:?}");
+    // A caller that left stdin and stderr closed: the command gets
+    // /dev/null there, never a file of the front's own (its signalfd, its
+    // entry slot, its connection to the init).
+    let mut c = env.command(&front);
+    c.args([
+        "run",
+        T1,
+        "--",
+        "/bin/sh",
+        "-c",
+        "readlink /proc/self/fd/0; readlink /proc/self/fd/2",
+    ]);
+    // SAFETY: only close(2) between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut c, || {
+            libc::close(0);
+            libc::close(2);
+            Ok(())
+        });
+    }
+    let o = c.output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "/dev/null\n/dev/null\n");
 
     // Not the fast path: the full CLI is needed, and missing.
     for args in [
