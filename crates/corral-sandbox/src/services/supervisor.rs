@@ -262,8 +262,11 @@ impl Supervisor {
         // Without /proc the service never counts as idle.
         let workers = if proc_ok { children(pid) } else { None };
         s.workers = workers.unwrap_or(0);
-        // Unknown counts as busy: never stop what cannot be looked at.
-        if workers.is_none_or(|n| n > 0) {
+        // Unknown counts as busy: never stop what cannot be looked at. A
+        // connection waiting in a listening socket's backlog is work too:
+        // a service that has not taken it yet (a slow start on a loaded
+        // host) is not idle, and stopping it would only start it again.
+        if workers.is_none_or(|n| n > 0) || s.listeners.iter().any(|l| pending(l.as_fd())) {
             s.last_busy = now;
         }
         if now.duration_since(s.last_busy) >= idle {
@@ -596,6 +599,13 @@ fn backoff(failures: u32) -> Duration {
     (BACKOFF_FIRST * (1u32 << shift)).min(BACKOFF_MAX)
 }
 
+/// Whether a listening socket has a connection waiting to be accepted.
+fn pending(listener: BorrowedFd) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut fds = [PollFd::new(listener, PollFlags::POLLIN)];
+    poll(&mut fds, PollTimeout::ZERO).is_ok_and(|n| n > 0)
+}
+
 /// Children of `pid` (its only thread's list; a service's main process is
 /// what forks its workers).
 fn children(pid: i32) -> Option<u32> {
@@ -632,6 +642,19 @@ mod tests {
         assert_eq!(backoff(9), Duration::from_millis(25_600));
         assert_eq!(backoff(10), BACKOFF_MAX);
         assert_eq!(backoff(u32::MAX), BACKOFF_MAX);
+    }
+
+    #[test]
+    fn a_connection_in_the_backlog_is_pending_until_accepted() {
+        use std::os::unix::net::{UnixListener, UnixStream};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let l = UnixListener::bind(&path).unwrap();
+        assert!(!pending(l.as_fd()), "nothing waits yet");
+        let _c = UnixStream::connect(&path).unwrap();
+        assert!(pending(l.as_fd()), "a connection waits");
+        let (_accepted, _) = l.accept().unwrap();
+        assert!(!pending(l.as_fd()), "taken");
     }
 
     #[test]
