@@ -8,7 +8,7 @@
 
 use crate::wire::{self, ProcAttrs, Reply, Request, RunRequest};
 use alloc::format;
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use alloc::vec::Vec;
 use rustix::fd::OwnedFd;
 use rustix::fs::{Mode, OFlags};
@@ -44,23 +44,16 @@ impl<'a> Env<'a> {
     /// (as the full CLI's `via_init::caller_env`: the protocol's strings).
     fn utf8(&self) -> Vec<(&'a str, &'a str)> {
         self.pairs()
-            .filter_map(|(k, v)| Some((utf8(k).ok()?, utf8(v).ok()?)))
+            .filter_map(|(k, v)| {
+                Some((core::str::from_utf8(k).ok()?, core::str::from_utf8(v).ok()?))
+            })
             .collect()
     }
 }
 
-fn utf8(b: &[u8]) -> Result<&str, Declined> {
-    core::str::from_utf8(b).map_err(|_| Declined)
-}
-
-/// `--env NAME=VALUE` values as pairs (fastrun::parse_env).
+/// `--env NAME=VALUE` values as pairs (the full CLI's rule, shared).
 fn parse_env(v: &[String]) -> Result<Vec<(String, String)>, Declined> {
-    v.iter()
-        .map(|s| match s.split_once('=') {
-            Some((k, val)) if !k.is_empty() => Ok((k.to_string(), val.to_string())),
-            _ => Err(Declined),
-        })
-        .collect()
+    crate::runline::env_pairs(v).map_err(|_| Declined)
 }
 
 /// The command line `args` (argv[0] left out) answered on the fast path:

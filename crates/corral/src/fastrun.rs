@@ -5,14 +5,10 @@
 
 use corral_sandbox::join::JoinError;
 
-/// `--env NAME=VALUE` values as pairs.
+/// `--env NAME=VALUE` values as pairs ([`crate::runline::env_pairs`], the
+/// rule the lean `corral` shares).
 pub fn parse_env(v: &[String]) -> anyhow::Result<Vec<(String, String)>> {
-    v.iter()
-        .map(|s| match s.split_once('=') {
-            Some((k, val)) if !k.is_empty() => Ok((k.to_string(), val.to_string())),
-            _ => anyhow::bail!("--env {s:?}: expected NAME=VALUE"),
-        })
-        .collect()
+    crate::runline::env_pairs(v).map_err(|s| anyhow::anyhow!("--env {s:?}: expected NAME=VALUE"))
 }
 
 /// Whether a foreground `corral run` takes the setns join instead of the

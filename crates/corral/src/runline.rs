@@ -116,6 +116,17 @@ impl RunLine {
     }
 }
 
+/// `--env NAME=VALUE` values as (name, value) pairs; `Err` holds the first
+/// value without a name and `=`.
+pub fn env_pairs(v: &[String]) -> Result<Vec<(String, String)>, &String> {
+    v.iter()
+        .map(|s| match s.split_once('=') {
+            Some((k, val)) if !k.is_empty() => Ok((k.to_string(), val.to_string())),
+            _ => Err(s),
+        })
+        .collect()
+}
+
 /// If `args` (without argv[0]) is a `corral run` command line, its
 /// arguments for [`RunCli`]: global options before `run` (the way the
 /// bench and wrappers write them) are kept, `run` itself is dropped.
