@@ -23,5 +23,5 @@ pub mod spawn;
 pub mod state;
 pub mod via_init;
 
-pub use lifecycle::{down, up, SandboxError, UpOptions, UpOutcome};
+pub use lifecycle::{down, stop_ahead, up, SandboxError, UpOptions, UpOutcome};
 pub use state::{InitWatch, Layout};

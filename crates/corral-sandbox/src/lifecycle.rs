@@ -616,6 +616,28 @@ pub fn down(layout: &Layout, tenant: &str) -> Result<bool, SandboxError> {
     teardown_locked(layout, tenant, None, &mut t)
 }
 
+/// Ask a tenant's init to stop (SIGTERM) without waiting: `down` of several
+/// tenants does this for a batch before taking each down, so that their
+/// inits exit together and the kernel tears their network namespaces down
+/// in one go instead of one after another (see `net::detach_after_exit`).
+/// Returns whether the sandbox was up (its `down` may then find the init
+/// gone already). Does nothing for a tenant without a sandbox (and creates
+/// nothing, not even its lock file).
+pub fn stop_ahead(layout: &Layout, tenant: &str) -> Result<bool, SandboxError> {
+    let dir = layout.tenant(tenant);
+    if !dir.dir.exists() {
+        return Ok(false);
+    }
+    let _lock = lock(layout, tenant)?;
+    match dir.read_state() {
+        Ok(Some(st)) if st.init_alive() => {
+            let _ = kill(Pid::from_raw(st.init_pid), Signal::SIGTERM);
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
 /// Stop and remove a tenant's sandbox; `cgroup_parent` is where its cgroup
 /// is when the state does not say (unreadable state).
 fn teardown_locked(
@@ -667,7 +689,7 @@ fn remove_all(
         .ok()
         .and_then(|b| serde_json::from_slice::<crate::net::Attached>(&b).ok())
     {
-        crate::net::detach(&a);
+        crate::net::detach_after_exit(&a);
     }
     phases::mark(t, "net");
     // The services' sockets, named in the plan the sandbox was built with.

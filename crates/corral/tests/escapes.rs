@@ -2801,6 +2801,52 @@ fn private_net_keeps_a_host_end_of_the_layout_before_until_its_down() {
 }
 
 #[test]
+fn private_net_down_removes_the_pair_also_when_something_outside_holds_the_namespace() {
+    // `down` lets the kernel take a sandbox's veth pair away with its
+    // network namespace once the sandbox's processes are gone (one teardown
+    // for a whole batch of `down T1 T2 ...`), and deletes it itself only
+    // when it is still there after a while: something outside the sandbox
+    // holds the namespace (here: this test, by an open ns file; a tenant
+    // could pass a socket out). Either way nothing of a tenant's network
+    // stays after its `down`: no host end, no route to its address, and a
+    // batch reports every tenant that was up as "down".
+    let env = Env::new();
+    env.default_profile_with("");
+    let net = TestNet::new(&env, "10.219.0.0/24");
+    let a1 = private_tenant(&env, T1);
+    let a2 = private_tenant(&env, T2);
+    assert_eq!(net.host_ends().len(), 2, "{:?}", net.host_ends());
+    let held = std::fs::File::open(format!("/proc/{}/ns/net", env.init_pid(T1))).unwrap();
+    let out = env.ok(&["down", T1, T2]);
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [format!("{T1}: down"), format!("{T2}: down")],
+        "{out}"
+    );
+    assert_eq!(
+        net.host_ends(),
+        Vec::<String>::new(),
+        "down removes the host ends, the held namespace's too"
+    );
+    for a in [a1, a2] {
+        let r = ip_out(&["-o", "route", "get", &a.to_string()]);
+        assert!(
+            !r.contains(&format!("dev {}_", net.name)),
+            "down removes the route to {a}: {r}"
+        );
+    }
+    drop(held);
+    // The same tenant again, at once: its lease, address and host end's
+    // name are free.
+    assert_eq!(private_tenant(&env, T1), a1);
+    env.ok(&["down", "--all"]);
+    assert_eq!(net.host_ends(), Vec::<String>::new());
+    verdict(
+        "PASS  private_net_down_removes_the_pair_also_when_something_outside_holds_the_namespace",
+    );
+}
+
+#[test]
 fn private_net_drops_a_tenants_spoofed_source_address() {
     // A tenant holds no capability and cannot change its address; should
     // it get root in its namespace, the host still drops what it sends
