@@ -16,7 +16,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use crate::error::Result;
+use crate::error::{BenchError, Result};
 use crate::results::{Better, Samples};
 use crate::suites::contenders::{self, mode};
 use crate::suites::sys::{self, Output};
@@ -36,8 +36,47 @@ fn durations(level: Level) -> (u64, u64, u64) {
 }
 
 /// Full runs are long enough for one; short quick runs need a median.
+/// [`REPS_ENV`] asks for more (1..=50).
 fn reps(level: Level) -> usize {
-    level.pick(1, 2, 1)
+    std::env::var(REPS_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|n| (1..=50).contains(n))
+        .unwrap_or_else(|| level.pick(1, 2, 1))
+}
+
+/// Environment variable: repetitions of every test (1..=50), e.g. many
+/// short samples of one test chosen with [`TESTS_ENV`].
+pub const REPS_ENV: &str = "CORRAL_BENCH_MICRO_REPS";
+
+/// Environment variable choosing some tests: comma-separated prefixes of
+/// their UnixBench names, any case (`shell scripts (1,pipe`).
+pub const TESTS_ENV: &str = "CORRAL_BENCH_MICRO_TESTS";
+
+/// [`tests`], or those [`TESTS_ENV`] names.
+fn chosen_tests(level: Level) -> Vec<(&'static str, Vec<String>, u64)> {
+    pick_tests(tests(level), std::env::var(TESTS_ENV).ok().as_deref())
+}
+
+/// The tests whose name starts with one of `spec`'s comma-separated
+/// prefixes (any case); all of them when `spec` names none.
+fn pick_tests<T>(
+    mut v: Vec<(&'static str, T, u64)>,
+    spec: Option<&str>,
+) -> Vec<(&'static str, T, u64)> {
+    let prefixes: Vec<String> = spec
+        .unwrap_or("")
+        .split(',')
+        .map(|n| n.trim().to_lowercase())
+        .filter(|n| !n.is_empty())
+        .collect();
+    if !prefixes.is_empty() {
+        v.retain(|(name, ..)| {
+            let name = name.to_lowercase();
+            prefixes.iter().any(|p| name.starts_with(p.as_str()))
+        });
+    }
+    v
 }
 
 /// (UnixBench name, ubench arguments after the duration, duration class).
@@ -128,7 +167,7 @@ fn floor_cgroup(parent: &str, tenant: &str) -> Result<Vec<std::path::PathBuf>> {
 }
 
 pub fn steps(opts: &Options) -> u64 {
-    (reps(opts.level) * tests(opts.level).len() * 2) as u64
+    (reps(opts.level) * chosen_tests(opts.level).len() * 2) as u64
 }
 
 /// ubench's result line: `ubench TEST SCORE UNIT ITER ELAPSED`.
@@ -151,6 +190,16 @@ struct Mode {
 
 pub fn run(ctx: &mut Ctx) -> Result<()> {
     let level = ctx.level();
+    if chosen_tests(level).is_empty() {
+        let all: Vec<&str> = tests(level).into_iter().map(|(n, ..)| n).collect();
+        return Err(BenchError::suite(
+            SUITE,
+            format!(
+                "{TESTS_ENV} names no test; name prefixes of: {}",
+                all.join(", ")
+            ),
+        ));
+    }
     let t = ctx.env.tenants[0].clone();
     let n_copies = cpus();
     let build = ctx.work_dir("micro")?;
@@ -231,10 +280,11 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         })
         .collect();
     let mut samples: Vec<Vec<Samples>> =
-        vec![vec![Samples::new(); MODES.len()]; tests(level).len()];
-    let mut notes: Vec<Vec<Vec<String>>> = vec![vec![Vec::new(); MODES.len()]; tests(level).len()];
+        vec![vec![Samples::new(); MODES.len()]; chosen_tests(level).len()];
+    let mut notes: Vec<Vec<Vec<String>>> =
+        vec![vec![Vec::new(); MODES.len()]; chosen_tests(level).len()];
     for rep in 0..reps(level) {
-        for (ti, (test, args, ms)) in tests(level).into_iter().enumerate() {
+        for (ti, (test, args, ms)) in chosen_tests(level).into_iter().enumerate() {
             let args: Vec<String> = std::iter::once(args[0].clone())
                 .chain(std::iter::once(ms.to_string()))
                 .chain(args[1..].iter().filter(|a| *a != "@").cloned())
@@ -295,7 +345,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
             }
         }
     }
-    for (ti, (test, _, _)) in tests(level).into_iter().enumerate() {
+    for (ti, (test, _, _)) in chosen_tests(level).into_iter().enumerate() {
         for (mi, m) in modes.iter().enumerate() {
             let mut row = std::mem::take(&mut samples[ti][mi]).into_row(SUITE, test, m.name);
             if let Some(why) = &m.failed {
@@ -342,5 +392,26 @@ mod tests {
         // UnixBench's durations in full runs.
         let execl = &tests(Level::Full)[0];
         assert_eq!((execl.0, execl.2), ("Execl Throughput", 30_000));
+    }
+
+    #[test]
+    fn tests_are_picked_by_name_prefixes_in_any_case() {
+        let names = |spec| {
+            pick_tests(tests(Level::Quick), spec)
+                .into_iter()
+                .map(|(n, ..)| n)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(Some("shell scripts (1, PIPE")),
+            [
+                "Pipe Throughput",
+                "Pipe-based Context Switching",
+                "Shell Scripts (1 concurrent)"
+            ]
+        );
+        assert_eq!(names(None).len(), tests(Level::Quick).len());
+        assert_eq!(names(Some(" , ")).len(), tests(Level::Quick).len());
+        assert!(names(Some("nothing")).is_empty());
     }
 }
