@@ -2580,6 +2580,22 @@ impl TestNet {
             .filter(|n| n.starts_with(&prefix))
             .collect()
     }
+    /// After `down`: no host end, and no route to any of `addresses`
+    /// through one.
+    fn assert_nothing_left_of(&self, addresses: &[std::net::Ipv4Addr]) {
+        assert_eq!(
+            self.host_ends(),
+            Vec::<String>::new(),
+            "down removes the host ends"
+        );
+        for a in addresses {
+            let r = ip_out(&["-o", "route", "get", &a.to_string()]);
+            assert!(
+                !r.contains(&format!("dev {}_", self.name)),
+                "down removes the route to {a}: {r}"
+            );
+        }
+    }
     fn nft_has(table: &str) -> bool {
         Command::new("nft")
             .args(["list", "table", "inet", table])
@@ -2748,18 +2764,7 @@ fn private_net_routes_each_tenant_on_a_link_of_its_own() {
     }
     assert_eq!(srv2.accepted(), 0, "ESCAPED: {T1} reached {T2}");
     env.ok(&["down", "--all"]);
-    assert_eq!(
-        net.host_ends(),
-        Vec::<String>::new(),
-        "down removes the host ends"
-    );
-    for a in [a1, a2] {
-        let r = ip_out(&["-o", "route", "get", &a.to_string()]);
-        assert!(
-            !r.contains(&format!("dev {}_", net.name)),
-            "down removes the route to {a}: {r}"
-        );
-    }
+    net.assert_nothing_left_of(&[a1, a2]);
     verdict("PASS  private_net_routes_each_tenant_on_a_link_of_its_own");
 }
 
@@ -2823,18 +2828,8 @@ fn private_net_down_removes_the_pair_also_when_something_outside_holds_the_names
         [format!("{T1}: down"), format!("{T2}: down")],
         "{out}"
     );
-    assert_eq!(
-        net.host_ends(),
-        Vec::<String>::new(),
-        "down removes the host ends, the held namespace's too"
-    );
-    for a in [a1, a2] {
-        let r = ip_out(&["-o", "route", "get", &a.to_string()]);
-        assert!(
-            !r.contains(&format!("dev {}_", net.name)),
-            "down removes the route to {a}: {r}"
-        );
-    }
+    // The held namespace's pair too.
+    net.assert_nothing_left_of(&[a1, a2]);
     drop(held);
     // The same tenant again, at once: its lease, address and host end's
     // name are free.
