@@ -10,7 +10,7 @@ Prints, per phase, the median at each size and its ratio to the smallest size:
 the whole command (wall), the sum of the phases, and each phase, for the bulk
 `up`, the single `up`, the single `down` and `down --all`.
 
-Usage: bench/scale-phases.py --corral PATH [--sizes 10,5000] [--rounds 8] [--hold S] [--json]
+Usage: bench/scale-phases.py --corral PATH [--sizes 10,5000] [--rounds 8] [--tmpfs] [--hold S] [--json]
 (as root; run it under `flock /tmp/corral-bench.lock`).
 
 The tenants are the scale suite's users (`corral-s00001`…, group
@@ -132,6 +132,9 @@ def main():
     ap.add_argument("--sizes", default="10,5000")
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--tmpfs", action="store_true",
+                    help="keep the private directory (state, config, the tenants' /tmp) on a tmpfs of its "
+                         "own, as /run is on a stock Debian (on this project's VM /run is ext4)")
     ap.add_argument("--hold", type=int, default=0, metavar="SECONDS",
                     help="at the largest size, before `down --all`, keep the tenants up for up to "
                          "SECONDS (until the hold file it names is removed): for probes by hand")
@@ -154,6 +157,10 @@ def main():
 
     os.makedirs("/run/corral-bench", exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="scale-phases.", dir="/run/corral-bench")
+    mounted = False
+    if args.tmpfs:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755,size=4g", "scale-phases", tmp], check=True)
+        mounted = True
     parent = f"corral/scalephase-{os.getpid()}"
     env = dict(os.environ, CORRAL_STATE_DIR=f"{tmp}/state", CORRAL_CONFIG_DIR=f"{tmp}/config",
                CORRAL_CGROUP_PARENT=parent, CORRAL_TIMING="1")
@@ -193,6 +200,10 @@ def main():
                     os.rmdir(d)
                 except OSError as e:
                     print(f"scale-phases.py: rmdir {d}: {e}", file=sys.stderr)
+        if mounted:
+            r = subprocess.run(["umount", tmp], capture_output=True, text=True)
+            if r.returncode != 0:
+                print(f"scale-phases.py: umount {tmp}: {r.stderr.strip()}", file=sys.stderr)
         shutil.rmtree(tmp, ignore_errors=True)
         if made_users or made_group:
             remove_users(made_users, made_group)
