@@ -185,6 +185,41 @@ fn down_removes_processes_mounts_cgroups_and_state() {
 }
 
 #[test]
+fn down_of_several_takes_every_one_down_even_when_one_fails() {
+    // `down A B` asks every init of the batch to stop first; a tenant whose
+    // `down` fails (here its lock file cannot be opened) must not leave the
+    // others stopped but not taken down: they are, and the command fails.
+    let env = Env::new();
+    env.default_profile_with("");
+    env.ok(&["up", T1, T2]);
+    let (p1, p2) = (env.init_pid(T1), env.init_pid(T2));
+    let lock = env.state_dir().join("locks").join(format!("{T1}.lock"));
+    std::fs::remove_file(&lock).unwrap();
+    std::fs::create_dir(&lock).unwrap();
+    let o = env.run(&["down", T1, T2]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!o.status.success(), "{out}");
+    assert_eq!(out.trim(), format!("{T2}: down"));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&format!("{T1}.lock")),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        corral_sandbox::state::process_start(p2).is_none(),
+        "{T2}'s init gone"
+    );
+    assert!(!env.state_dir().join("tenants").join(T2).exists());
+    assert!(
+        corral_sandbox::state::process_start(p1).is_some(),
+        "{T1} untouched"
+    );
+    std::fs::remove_dir(&lock).unwrap();
+    assert_eq!(env.ok(&["down", T1]).trim(), format!("{T1}: down"));
+    assert!(corral_sandbox::state::process_start(p1).is_none());
+}
+
+#[test]
 fn corral_timing_prints_each_phase_of_up_and_down() {
     let env = Env::new();
     env.default_profile_with("");

@@ -96,18 +96,38 @@ pub fn down(ctx: &Ctx, tenants: &[String]) -> anyhow::Result<i32> {
             }
         }
         let mut asked = vec![false; batch.len()];
+        let mut failed: Option<anyhow::Error> = None;
         if batch.len() > 1 {
             for (t, asked) in batch.iter().zip(&mut asked) {
-                *asked = corral_sandbox::stop_ahead(&ctx.layout, t)?;
+                match corral_sandbox::stop_ahead(&ctx.layout, t) {
+                    Ok(a) => *asked = a,
+                    Err(e) => {
+                        failed = Some(e.into());
+                        break;
+                    }
+                }
             }
         }
+        // Every tenant of the batch is taken down, also after a failure (its
+        // init may have been asked to stop already); the first error ends
+        // the command after the batch.
         for (t, asked) in batch.iter().zip(asked) {
-            let was = corral_sandbox::down(&ctx.layout, t)? || asked;
-            if ctx.json {
-                outln!("{}", serde_json::json!({"tenant": t, "was_up": was}));
-            } else {
-                outln!("{t}: {}", if was { "down" } else { "was not up" });
+            match corral_sandbox::down(&ctx.layout, t) {
+                Ok(was) => {
+                    let was = was || asked;
+                    if ctx.json {
+                        outln!("{}", serde_json::json!({"tenant": t, "was_up": was}));
+                    } else {
+                        outln!("{t}: {}", if was { "down" } else { "was not up" });
+                    }
+                }
+                Err(e) => {
+                    failed.get_or_insert(e.into());
+                }
             }
+        }
+        if let Some(e) = failed {
+            return Err(e);
         }
     }
     Ok(0)
