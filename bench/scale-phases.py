@@ -62,12 +62,19 @@ def rewrite_without(path, names):
         return
     st = os.stat(path)
     tmp = path + ".corral-bench"
-    with open(tmp, "w") as f:
+    # Owner and mode set before a byte is written: shadow's hashes are
+    # never in a file others may read.
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchown(fd, st.st_uid, st.st_gid)
+        os.fchmod(fd, st.st_mode & 0o7777)
         f.writelines(kept)
         f.flush()
-        os.fsync(f.fileno())
-    os.chown(tmp, st.st_uid, st.st_gid)
-    os.chmod(tmp, st.st_mode & 0o7777)
+        os.fsync(fd)
     os.rename(tmp, path)
 
 
@@ -79,11 +86,20 @@ def add_users(users, gid):
     with open("/etc/.pwd.lock", "a") as lk:
         fcntl.lockf(lk, fcntl.LOCK_EX)
         with open("/etc/passwd") as f:
-            used = [int(l.split(":")[2]) for l in f if l.count(":") >= 6]
+            fields = [l.split(":") for l in f if l.count(":") >= 6]
+        used = [int(x[2]) for x in fields if x[2].isdigit()]
         base = max([u for u in used if 1000 <= u < 60000], default=999) + 1
         if base + len(users) >= 60000:
             sys.exit("scale-phases.py: no free block of UIDs below 60000")
         day = int(time.time() // 86400)
+        for p in ["/etc/passwd", "/etc/shadow"]:
+            # An entry appended to a last line without its newline would
+            # join that account's line.
+            with open(p, "rb") as f:
+                data = f.read()
+            if data and not data.endswith(b"\n"):
+                with open(p, "a") as g:
+                    g.write("\n")
         with open("/etc/passwd", "a") as pw, open("/etc/shadow", "a") as sh:
             for k, n in enumerate(users):
                 pw.write(f"{n}:x:{base + k}:{gid}:corral-bench scale:{HOMES}/{n}:/usr/sbin/nologin\n")
@@ -183,12 +199,21 @@ def main():
         return wall, lines
 
     def cleanup():
+        # Not interrupted half-way: Ctrl-C or a signal now would leave
+        # users, mounts and sandboxes behind.
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
         try:
-            subprocess.run([corral, "down", "--all"], env=env, capture_output=True, timeout=3600)
-        except Exception as e:  # noqa: BLE001 - report and go on cleaning
-            print(f"scale-phases.py: down --all: {e}", file=sys.stderr)
-        for h in os.listdir("/sys/fs/cgroup"):
-            d = f"/sys/fs/cgroup/{h}/{parent}"
+            r = subprocess.run([corral, "down", "--all"], env=env, capture_output=True, text=True, timeout=3600)
+            if r.returncode != 0:
+                raise RuntimeError(f"exit {r.returncode}: {r.stderr[-2000:]}")
+        except Exception as e:  # noqa: BLE001 - keep what a manual down needs
+            print(f"scale-phases.py: down --all failed ({e}); kept the state, config and users for it: "
+                  f"CORRAL_STATE_DIR={env['CORRAL_STATE_DIR']} CORRAL_CONFIG_DIR={env['CORRAL_CONFIG_DIR']} "
+                  f"CORRAL_CGROUP_PARENT={parent} {corral} down --all", file=sys.stderr)
+            return
+        # cgroup v1 hierarchies, and v2's unified one.
+        for d in [f"/sys/fs/cgroup/{h}/{parent}" for h in os.listdir("/sys/fs/cgroup")] + [f"/sys/fs/cgroup/{parent}"]:
             if os.path.isdir(d):
                 for sub in os.listdir(d):
                     if os.path.isdir(f"{d}/{sub}"):

@@ -630,7 +630,10 @@ pub fn stop_ahead(layout: &Layout, tenant: &str) -> Result<bool, SandboxError> {
     }
     let _lock = lock(layout, tenant)?;
     match dir.read_state() {
-        Ok(Some(st)) if st.init_alive() => {
+        // A tenant a bridged corral attached is left to its own `down`,
+        // which must see its host end on the bridge before the pair goes
+        // (to retire the bridge once empty: `net::detach_after_exit`).
+        Ok(Some(st)) if st.init_alive() && !crate::net::on_old_bridge(&dir.net()) => {
             let _ = kill(Pid::from_raw(st.init_pid), Signal::SIGTERM);
             Ok(true)
         }

@@ -372,6 +372,15 @@ fn lease(net: &Net, owner: &str) -> Result<(u32, PathBuf), NetError> {
 }
 
 /// The bridge the interface `name` is a port of, if any.
+/// Whether the tenant whose `net.json` is at `path` is on a bridged
+/// corral's bridge (its host end a bridge port).
+pub fn on_old_bridge(path: &Path) -> bool {
+    std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Attached>(&b).ok())
+        .is_some_and(|a| master_of(&a.host_if).is_some())
+}
+
 fn master_of(name: &str) -> Option<String> {
     std::fs::read_link(Path::new("/sys/class/net").join(name).join("master"))
         .ok()
@@ -461,18 +470,21 @@ fn detach_with(a: &Attached, wait: Option<std::time::Duration>) {
 /// namespace (milliseconds when nothing holds the namespace).
 pub const GONE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Whether the host's interface `name` is gone within `limit`: looked for in
-/// /sys/class/net (gone from there only after the kernel closed it and
-/// flushed its routes and neighbours), every 0.5 ms at first, then less
-/// often.
+/// Whether the host's interface `name` is gone within `limit`: asked of
+/// the kernel by name (`if_nametoindex` in corral's own namespace: a device
+/// leaves the name table under the rtnl lock, in the same step that flushes
+/// its routes and neighbours, so the next `up`'s netlink requests come
+/// after that), every 0.5 ms at first, then less often. Only "no such
+/// device" counts as gone; any other failure as there (fail closed).
 pub fn wait_link_gone(name: &str, limit: std::time::Duration) -> bool {
-    let path = Path::new("/sys/class/net").join(name);
+    let Ok(c) = CString::new(name) else {
+        return false;
+    };
     let start = std::time::Instant::now();
     let mut step = std::time::Duration::from_micros(500);
     loop {
-        // An error other than "not found" counts as there (fail closed).
-        if matches!(std::fs::symlink_metadata(&path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
-        {
+        // SAFETY: a NUL-terminated name.
+        if unsafe { libc::if_nametoindex(c.as_ptr()) } == 0 && Errno::last() == Errno::ENODEV {
             return true;
         }
         let left = limit.saturating_sub(start.elapsed());

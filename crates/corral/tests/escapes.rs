@@ -2842,6 +2842,57 @@ fn private_net_down_removes_the_pair_also_when_something_outside_holds_the_names
 }
 
 #[test]
+fn private_net_down_of_several_bridged_tenants_retires_their_bridge() {
+    // Tenants a bridged corral attached (host ends ports of its bridge,
+    // leases in its lease dir) taken down together: the bridge, its table,
+    // its rules file and its leases are retired once its last port is gone.
+    // (`down` of several asks only routed tenants' inits to stop ahead of
+    // their turn, so that each bridged one's `down` sees its host end on
+    // the bridge; the race that guards against is not forced here.)
+    let env = Env::new();
+    env.default_profile_with("");
+    let net = TestNet::new(&env, "10.220.0.0/24");
+    let br = net.old_bridge.clone();
+    let old_table = format!("corral_{br}");
+    let run_dir = env.state_dir().join("net");
+    let a1 = private_tenant(&env, T1);
+    let a2 = private_tenant(&env, T2);
+    ip(&["link", "add", &br, "type", "bridge"]).unwrap();
+    let nft = Command::new("nft")
+        .args(["add", "table", "inet", &old_table])
+        .status()
+        .unwrap();
+    assert!(nft.success());
+    std::fs::write(run_dir.join(format!("{br}.nft")), "old rules").unwrap();
+    std::fs::create_dir_all(run_dir.join(&br)).unwrap();
+    for t in [T1, T2] {
+        let p = env.state_dir().join("tenants").join(t).join("net.json");
+        let mut a: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        ip(&["link", "set", a["host_if"].as_str().unwrap(), "master", &br]).unwrap();
+        let lease = PathBuf::from(a["lease"].as_str().unwrap());
+        let moved = run_dir.join(&br).join(lease.file_name().unwrap());
+        std::fs::rename(&lease, &moved).unwrap();
+        a["lease"] = moved.display().to_string().into();
+        std::fs::write(&p, serde_json::to_vec(&a).unwrap()).unwrap();
+    }
+    let out = env.ok(&["down", T1, T2]);
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [format!("{T1}: down"), format!("{T2}: down")],
+        "{out}"
+    );
+    net.assert_nothing_left_of(&[a1, a2]);
+    assert!(
+        !Path::new("/sys/class/net").join(&br).exists(),
+        "{br} retired with its last port"
+    );
+    assert!(!TestNet::nft_has(&old_table), "{old_table} removed");
+    assert!(!run_dir.join(&br).exists(), "its leases removed");
+    assert!(!run_dir.join(format!("{br}.nft")).exists());
+    verdict("PASS  private_net_down_of_several_bridged_tenants_retires_their_bridge");
+}
+
+#[test]
 fn private_net_drops_a_tenants_spoofed_source_address() {
     // A tenant holds no capability and cannot change its address; should
     // it get root in its namespace, the host still drops what it sends

@@ -187,36 +187,37 @@ fn down_removes_processes_mounts_cgroups_and_state() {
 #[test]
 fn down_of_several_takes_every_one_down_even_when_one_fails() {
     // `down A B` asks every init of the batch to stop first; a tenant whose
-    // `down` fails (here its lock file cannot be opened) must not leave the
-    // others stopped but not taken down: they are, and the command fails.
+    // `down` fails (here B, whose lock file cannot be opened) must not leave
+    // the others asked to stop but not taken down: A is taken down, B is
+    // untouched, and the command fails naming B's lock.
     let env = Env::new();
     env.default_profile_with("");
     env.ok(&["up", T1, T2]);
     let (p1, p2) = (env.init_pid(T1), env.init_pid(T2));
-    let lock = env.state_dir().join("locks").join(format!("{T1}.lock"));
+    let lock = env.state_dir().join("locks").join(format!("{T2}.lock"));
     std::fs::remove_file(&lock).unwrap();
     std::fs::create_dir(&lock).unwrap();
-    let o = env.run(&["down", T1, T2]);
+    let o = env.run(&["down", T1, T2, T1]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(!o.status.success(), "{out}");
-    assert_eq!(out.trim(), format!("{T2}: down"));
+    assert_eq!(out.trim(), format!("{T1}: down"), "each name once");
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains(&format!("{T1}.lock")),
+        String::from_utf8_lossy(&o.stderr).contains(&format!("{T2}.lock")),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(
-        corral_sandbox::state::process_start(p2).is_none(),
-        "{T2}'s init gone"
+        corral_sandbox::state::process_start(p1).is_none(),
+        "{T1}'s init gone"
     );
-    assert!(!env.state_dir().join("tenants").join(T2).exists());
+    assert!(!env.state_dir().join("tenants").join(T1).exists());
     assert!(
-        corral_sandbox::state::process_start(p1).is_some(),
-        "{T1} untouched"
+        corral_sandbox::state::process_start(p2).is_some(),
+        "{T2} untouched"
     );
     std::fs::remove_dir(&lock).unwrap();
-    assert_eq!(env.ok(&["down", T1]).trim(), format!("{T1}: down"));
-    assert!(corral_sandbox::state::process_start(p1).is_none());
+    assert_eq!(env.ok(&["down", T2]).trim(), format!("{T2}: down"));
+    assert!(corral_sandbox::state::process_start(p2).is_none());
 }
 
 #[test]

@@ -75,6 +75,9 @@ pub fn down(ctx: &Ctx, tenants: &[String]) -> anyhow::Result<i32> {
     // network namespaces down in one go (down --all: 34 → ≈ 3 ms per tenant
     // with 5,000; docs/benchmarks.md "down without RTM_DELLINK"), then each
     // taken down as before.
+    // Each name once, in the order given (`down A A` takes A down once).
+    let mut seen = std::collections::HashSet::new();
+    let tenants: Vec<&String> = tenants.iter().filter(|t| seen.insert(*t)).collect();
     for batch in tenants.chunks(STOP_AHEAD) {
         for t in batch {
             crate::ctx::check_tenant_name(t)?;
