@@ -491,7 +491,11 @@ fn start_init(
     let arg0 =
         std::ffi::CString::new(format!("corral-init: {tenant}")).expect("tenant names have no NUL");
     let argv = [arg0.as_ptr(), std::ptr::null()];
-    let envp = [c"CORRAL_INIT_FDS=3,4".as_ptr(), std::ptr::null()];
+    let envp = [
+        c"CORRAL_INIT_FDS=3,4".as_ptr(),
+        c"GLIBC_TUNABLES=glibc.malloc.tcache_count=0".as_ptr(),
+        std::ptr::null(),
+    ];
     // The child moves itself into the cgroup before it unshares: the cgroup
     // namespace is rooted where the unsharing process is (see
     // `corral_limits::open_self_entry` for why the child and not us).
