@@ -692,10 +692,7 @@ fn remove_all(
     // An older corral kept each sandbox's namespaces as bind mounts under
     // ns/: a sandbox it brought up is cleaned up here too.
     namespaces::release(&dir.ns());
-    if let Some(a) = std::fs::read(dir.net())
-        .ok()
-        .and_then(|b| serde_json::from_slice::<crate::net::Attached>(&b).ok())
-    {
+    if let Some(a) = crate::net::Attached::read(&dir.net()) {
         crate::net::detach_after_exit(&a);
     }
     phases::mark(t, "net");

@@ -324,6 +324,16 @@ pub struct Attached {
     pub lease: PathBuf,
 }
 
+impl Attached {
+    /// What a tenant's `net.json` at `path` says; None when it is missing
+    /// or unreadable.
+    pub fn read(path: &Path) -> Option<Attached> {
+        std::fs::read(path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+    }
+}
+
 /// FNV-1a: a hash that stays the same across builds (the tenant's address
 /// should not change with a compiler update).
 fn fnv(s: &str) -> u32 {
@@ -371,16 +381,13 @@ fn lease(net: &Net, owner: &str) -> Result<(u32, PathBuf), NetError> {
     Err(NetError::Full(net.cfg.subnet.clone()))
 }
 
-/// The bridge the interface `name` is a port of, if any.
 /// Whether the tenant whose `net.json` is at `path` is on a bridged
 /// corral's bridge (its host end a bridge port).
 pub fn on_old_bridge(path: &Path) -> bool {
-    std::fs::read(path)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Attached>(&b).ok())
-        .is_some_and(|a| master_of(&a.host_if).is_some())
+    Attached::read(path).is_some_and(|a| master_of(&a.host_if).is_some())
 }
 
+/// The bridge the interface `name` is a port of, if any.
 fn master_of(name: &str) -> Option<String> {
     std::fs::read_link(Path::new("/sys/class/net").join(name).join("master"))
         .ok()
@@ -432,9 +439,9 @@ pub fn detach_after_exit(a: &Attached) {
 
 fn detach_with(a: &Attached, wait: Option<std::time::Duration>) {
     let old_bridge = master_of(&a.host_if);
-    // After the exit: the pair goes with the tenant's namespace. Once the init and every
-    // process of the sandbox are gone, the kernel's namespace teardown
-    // deletes both ends (asynchronously, one teardown for every namespace
+    // After the exit, the pair goes with the tenant's namespace: once the
+    // init and every process of the sandbox are gone, the kernel's
+    // namespace teardown deletes both ends (asynchronously, one teardown for every namespace
     // that died meanwhile). Wait for that rather than delete the host end
     // here: an `RTM_DELLINK` of our own ends in the kernel's `rcu_barrier()`
     // (`netdev_run_todo`), which waits for every RCU callback queued on the
@@ -477,14 +484,10 @@ pub const GONE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// after that), every 0.5 ms at first, then less often. Only "no such
 /// device" counts as gone; any other failure as there (fail closed).
 pub fn wait_link_gone(name: &str, limit: std::time::Duration) -> bool {
-    let Ok(c) = CString::new(name) else {
-        return false;
-    };
     let start = std::time::Instant::now();
     let mut step = std::time::Duration::from_micros(500);
     loop {
-        // SAFETY: a NUL-terminated name.
-        if unsafe { libc::if_nametoindex(c.as_ptr()) } == 0 && Errno::last() == Errno::ENODEV {
+        if index_of(name) == Err(Errno::ENODEV) {
             return true;
         }
         let left = limit.saturating_sub(start.elapsed());
@@ -861,11 +864,17 @@ const LO_INDEX: u32 = 1;
 const VETH_INFO_PEER: u16 = 1;
 
 fn ifindex(name: &str) -> Option<u32> {
-    let c = CString::new(name).ok()?;
+    index_of(name).ok()
+}
+
+/// The index of the interface `name` in corral's namespace, or why not
+/// (ENODEV: there is none).
+fn index_of(name: &str) -> Result<u32, Errno> {
+    let c = CString::new(name).map_err(|_| Errno::EINVAL)?;
     // SAFETY: a NUL-terminated name.
     match unsafe { libc::if_nametoindex(c.as_ptr()) } {
-        0 => None,
-        i => Some(i),
+        0 => Err(Errno::last()),
+        i => Ok(i),
     }
 }
 
