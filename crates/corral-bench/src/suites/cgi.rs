@@ -192,6 +192,34 @@ pub fn steps(opts: &Options) -> u64 {
     (chosen_tests(opts.level).len() * setups().len() * reps(opts.level) * modes) as u64
 }
 
+/// Environment variable setting the fcgiwrap workers per tenant and mode
+/// (1–64). Default: 4 in all, at least 2 per tenant. Each worker runs one
+/// script at a time, so this is the fcgiwrap peers' concurrency; the
+/// gateway runs as many scripts as nginx sends (h2load's clients).
+pub const WORKERS_ENV: &str = "CORRAL_BENCH_CGI_WORKERS";
+
+fn fcgiwrap_workers(tenants: usize) -> Result<usize> {
+    workers_from(std::env::var(WORKERS_ENV).ok().as_deref(), tenants).map_err(|message| {
+        BenchError::Suite {
+            suite: SUITE,
+            message,
+        }
+    })
+}
+
+/// [`WORKERS_ENV`]'s value (unset or empty: the default) for `tenants`.
+fn workers_from(value: Option<&str>, tenants: usize) -> std::result::Result<usize, String> {
+    match value.map(str::trim) {
+        None | Some("") => Ok((4 / tenants.max(1)).max(2)),
+        Some(v) => match v.parse::<usize>() {
+            Ok(n) if (1..=64).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "{WORKERS_ENV}={v:?}: expected a number of fcgiwrap workers per tenant from 1 to 64"
+            )),
+        },
+    }
+}
+
 /// A mode and whether it is corral's own (its failures fail the run).
 struct ModeState {
     name: String,
@@ -351,7 +379,7 @@ fn start_stack(
     let cgi_exec = cbuild::compile(&ctx.cc, &cbuild::CGI_EXEC, &ctx.work_dir("cgi/bin")?)?;
     let fcgiwrap = tools::FCGIWRAP.find().unwrap_or_else(|| "fcgiwrap".into());
     let bwrap_dir = ctx.work_dir("cgi/bwrap")?;
-    let workers = (4 / tenants.len()).max(2);
+    let workers = fcgiwrap_workers(tenants.len())?;
     let mut servers = Servers::default();
     let mut locations = Vec::new();
     let location =
@@ -405,6 +433,11 @@ fn start_stack(
     if let Ok(v) = std::env::var(TESTS_ENV) {
         ctx.results
             .add_note(format!("cgi: only the tests {TESTS_ENV} names: {v}"));
+    }
+    if std::env::var(WORKERS_ENV).is_ok() {
+        ctx.results.add_note(format!(
+            "cgi: fcgiwrap workers per tenant and mode set by {WORKERS_ENV}: {workers}"
+        ));
     }
     if !selected(mode::GATEWAY) {
         // Not asked for (CORRAL_BENCH_CGI_MODES).
@@ -676,5 +709,23 @@ fn log_hint(l: &Layout, mode: &str, t: &Tenant) -> String {
         (false, _) => err,
         (true, false) => format!("nginx: {nginx}"),
         _ => "no log output".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fcgiwrap_workers_default_to_four_in_all_and_take_a_bounded_count() {
+        assert_eq!(workers_from(None, 2), Ok(2));
+        assert_eq!(workers_from(None, 1), Ok(4));
+        assert_eq!(workers_from(Some(" "), 3), Ok(2));
+        assert_eq!(workers_from(Some("5"), 2), Ok(5));
+        assert_eq!(workers_from(Some(" 64 "), 2), Ok(64));
+        for bad in ["0", "65", "-1", "five", "2.5"] {
+            let e = workers_from(Some(bad), 2).unwrap_err();
+            assert!(e.contains(WORKERS_ENV) && e.contains(bad), "{e}");
+        }
     }
 }
