@@ -267,6 +267,8 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
         });
     }
     let tenants = ctx.env.tenants.clone();
+    // A bad worker count fails here, before any sandbox is brought up.
+    fcgiwrap_workers(tenants.len())?;
     let scripts = install_scripts(ctx, &tenants)?;
     for setup in setups() {
         // Fresh sandboxes whose init (and everything it spawns) is pinned
