@@ -371,10 +371,12 @@ impl Drop for Undo {
             let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
             wait_gone(pid, Duration::from_secs(5));
         }
+        // A new sandbox's pair is never a bridge's port.
         let _ = remove_all(
             &self.layout,
             &self.tenant,
             Some(&self.cgroup_parent),
+            None,
             &mut None,
         );
         if let Some(plan) = &self.plan {
@@ -655,6 +657,11 @@ fn teardown_locked(
 ) -> Result<bool, SandboxError> {
     let dir = layout.tenant(tenant);
     let st = dir.read_state().ok().flatten();
+    // Whether a bridged corral attached it, asked while its pair still
+    // exists (see `net::detach_after_exit`).
+    let bridge = crate::net::Attached::read(&dir.net())
+        .as_ref()
+        .and_then(crate::net::bridge_of);
     let mut was_up = false;
     if let Some(st) = &st {
         if st.init_alive() {
@@ -677,15 +684,19 @@ fn teardown_locked(
         st.as_ref()
             .map(|s| s.cgroup_parent.as_str())
             .or(cgroup_parent),
+        bridge.as_deref(),
         t,
     )?;
     Ok(was_up)
 }
 
+/// `bridge`: the bridge its host end was a port of, read before its init
+/// was stopped (`net::bridge_of`).
 fn remove_all(
     layout: &Layout,
     tenant: &str,
     cgroup_parent: Option<&str>,
+    bridge: Option<&str>,
     t: &mut Option<Phases>,
 ) -> Result<(), SandboxError> {
     let dir = layout.tenant(tenant);
@@ -693,7 +704,7 @@ fn remove_all(
     // ns/: a sandbox it brought up is cleaned up here too.
     namespaces::release(&dir.ns());
     if let Some(a) = crate::net::Attached::read(&dir.net()) {
-        crate::net::detach_after_exit(&a);
+        crate::net::detach_after_exit(&a, bridge);
     }
     phases::mark(t, "net");
     // The services' sockets, named in the plan the sandbox was built with.

@@ -429,16 +429,26 @@ pub fn attach(net: &Net, owner: &str, pid: i32) -> Result<Attached, NetError> {
 /// and when it was the last on its bridge, the bridges and their table go
 /// too.
 pub fn detach(a: &Attached) {
-    detach_with(a, None)
+    detach_with(a, None, master_of(&a.host_if).is_some())
 }
 
-/// [`detach`] once the sandbox's processes are gone (`down`).
-pub fn detach_after_exit(a: &Attached) {
-    detach_with(a, Some(GONE_WAIT))
+/// [`detach`] once the sandbox's processes are gone (`down`). `bridge`:
+/// the bridge its host end was a port of ([`bridge_of`]), read before the
+/// init was stopped. After the exit the kernel may take the pair away at
+/// any moment, and with it the only sign that the tenant was on a bridge:
+/// read then, the last tenant of a bridged corral could leave its bridge,
+/// table and leases behind.
+pub fn detach_after_exit(a: &Attached, bridge: Option<&str>) {
+    detach_with(a, Some(GONE_WAIT), bridge.is_some())
 }
 
-fn detach_with(a: &Attached, wait: Option<std::time::Duration>) {
-    let old_bridge = master_of(&a.host_if);
+/// The bridge a tenant's host end is a port of (a bridged corral attached
+/// it), while its namespace, and so the pair, lives.
+pub fn bridge_of(a: &Attached) -> Option<String> {
+    master_of(&a.host_if)
+}
+
+fn detach_with(a: &Attached, wait: Option<std::time::Duration>, on_bridge: bool) {
     // After the exit, the pair goes with the tenant's namespace: once the
     // init and every process of the sandbox are gone, the kernel's
     // namespace teardown deletes both ends (asynchronously, one teardown for every namespace
@@ -460,7 +470,7 @@ fn detach_with(a: &Attached, wait: Option<std::time::Duration>) {
     }
     let _ = std::fs::remove_file(&a.lease);
     // A bridged corral's lease: <run_dir>/<bridge>/<index>.
-    if old_bridge.is_some() {
+    if on_bridge {
         if let (Some(dir), Some(bridge)) = (
             a.lease.parent().and_then(Path::parent),
             a.lease

@@ -2847,8 +2847,11 @@ fn private_net_down_of_several_bridged_tenants_retires_their_bridge() {
     // leases in its lease dir) taken down together: the bridge, its table,
     // its rules file and its leases are retired once its last port is gone.
     // (`down` of several asks only routed tenants' inits to stop ahead of
-    // their turn, so that each bridged one's `down` sees its host end on
-    // the bridge; the race that guards against is not forced here.)
+    // their turn, and each bridged one's `down` reads its bridge before it
+    // stops the init: once the init is gone the kernel may take the pair,
+    // and with it the bridge's only trace, before `down` looks. Reading it
+    // after the stop failed here once in CI, the bridge left behind. The
+    // race is not forced here.)
     let env = Env::new();
     env.default_profile_with("");
     let net = TestNet::new(&env, "10.220.0.0/24");
