@@ -372,11 +372,12 @@ impl Drop for Undo {
             wait_gone(pid, Duration::from_secs(5));
         }
         // A new sandbox's pair is never a bridge's port.
+        let net = crate::net::Attached::read(&self.layout.tenant(&self.tenant).net());
         let _ = remove_all(
             &self.layout,
             &self.tenant,
             Some(&self.cgroup_parent),
-            None,
+            net.map(|a| (a, false)),
             &mut None,
         );
         if let Some(plan) = &self.plan {
@@ -639,7 +640,11 @@ pub fn stop_ahead(layout: &Layout, tenant: &str) -> Result<bool, SandboxError> {
         // A tenant a bridged corral attached is left to its own `down`,
         // which must see its host end on the bridge before the pair goes
         // (to retire the bridge once empty: `net::detach_after_exit`).
-        Ok(Some(st)) if st.init_alive() && !crate::net::on_old_bridge(&dir.net()) => {
+        Ok(Some(st))
+            if st.init_alive()
+                && !crate::net::Attached::read(&dir.net())
+                    .is_some_and(|a| crate::net::on_old_bridge(&a)) =>
+        {
             let _ = kill(Pid::from_raw(st.init_pid), Signal::SIGTERM);
             Ok(true)
         }
@@ -657,11 +662,12 @@ fn teardown_locked(
 ) -> Result<bool, SandboxError> {
     let dir = layout.tenant(tenant);
     let st = dir.read_state().ok().flatten();
-    // Whether a bridged corral attached it, asked while its pair still
-    // exists (see `net::detach_after_exit`).
-    let bridge = crate::net::Attached::read(&dir.net())
-        .as_ref()
-        .and_then(crate::net::bridge_of);
+    // Its network, and whether a bridged corral attached it, asked while
+    // its pair still exists (see `net::detach_after_exit`).
+    let net = crate::net::Attached::read(&dir.net()).map(|a| {
+        let on_bridge = crate::net::on_old_bridge(&a);
+        (a, on_bridge)
+    });
     let mut was_up = false;
     if let Some(st) = &st {
         if st.init_alive() {
@@ -684,27 +690,27 @@ fn teardown_locked(
         st.as_ref()
             .map(|s| s.cgroup_parent.as_str())
             .or(cgroup_parent),
-        bridge.as_deref(),
+        net,
         t,
     )?;
     Ok(was_up)
 }
 
-/// `bridge`: the bridge its host end was a port of, read before its init
-/// was stopped (`net::bridge_of`).
+/// `net`: its `net.json` and whether it was on a bridged corral's bridge,
+/// both read before its init was stopped (`net::on_old_bridge`).
 fn remove_all(
     layout: &Layout,
     tenant: &str,
     cgroup_parent: Option<&str>,
-    bridge: Option<&str>,
+    net: Option<(crate::net::Attached, bool)>,
     t: &mut Option<Phases>,
 ) -> Result<(), SandboxError> {
     let dir = layout.tenant(tenant);
     // An older corral kept each sandbox's namespaces as bind mounts under
     // ns/: a sandbox it brought up is cleaned up here too.
     namespaces::release(&dir.ns());
-    if let Some(a) = crate::net::Attached::read(&dir.net()) {
-        crate::net::detach_after_exit(&a, bridge);
+    if let Some((a, on_bridge)) = &net {
+        crate::net::detach_after_exit(a, *on_bridge);
     }
     phases::mark(t, "net");
     // The services' sockets, named in the plan the sandbox was built with.

@@ -381,10 +381,11 @@ fn lease(net: &Net, owner: &str) -> Result<(u32, PathBuf), NetError> {
     Err(NetError::Full(net.cfg.subnet.clone()))
 }
 
-/// Whether the tenant whose `net.json` is at `path` is on a bridged
-/// corral's bridge (its host end a bridge port).
-pub fn on_old_bridge(path: &Path) -> bool {
-    Attached::read(path).is_some_and(|a| master_of(&a.host_if).is_some())
+/// Whether a bridged corral attached the tenant (its host end a port of
+/// that corral's bridge). Only while its namespace, and so the pair, lives:
+/// `down` asks before it stops the init (see [`detach_after_exit`]).
+pub fn on_old_bridge(a: &Attached) -> bool {
+    master_of(&a.host_if).is_some()
 }
 
 /// The bridge the interface `name` is a port of, if any.
@@ -429,23 +430,16 @@ pub fn attach(net: &Net, owner: &str, pid: i32) -> Result<Attached, NetError> {
 /// and when it was the last on its bridge, the bridges and their table go
 /// too.
 pub fn detach(a: &Attached) {
-    detach_with(a, None, master_of(&a.host_if).is_some())
+    detach_with(a, None, on_old_bridge(a))
 }
 
-/// [`detach`] once the sandbox's processes are gone (`down`). `bridge`:
-/// the bridge its host end was a port of ([`bridge_of`]), read before the
-/// init was stopped. After the exit the kernel may take the pair away at
-/// any moment, and with it the only sign that the tenant was on a bridge:
-/// read then, the last tenant of a bridged corral could leave its bridge,
-/// table and leases behind.
-pub fn detach_after_exit(a: &Attached, bridge: Option<&str>) {
-    detach_with(a, Some(GONE_WAIT), bridge.is_some())
-}
-
-/// The bridge a tenant's host end is a port of (a bridged corral attached
-/// it), while its namespace, and so the pair, lives.
-pub fn bridge_of(a: &Attached) -> Option<String> {
-    master_of(&a.host_if)
+/// [`detach`] once the sandbox's processes are gone (`down`). `on_bridge`:
+/// [`on_old_bridge`], asked before the init was stopped. After the exit the
+/// kernel may take the pair away at any moment, and with it the only sign
+/// that the tenant was on a bridge: asked then, the last tenant of a bridged
+/// corral could leave its bridge, table and leases behind.
+pub fn detach_after_exit(a: &Attached, on_bridge: bool) {
+    detach_with(a, Some(GONE_WAIT), on_bridge)
 }
 
 fn detach_with(a: &Attached, wait: Option<std::time::Duration>, on_bridge: bool) {

@@ -2596,6 +2596,17 @@ impl TestNet {
             );
         }
     }
+    /// `down T1 T2` (T1 at `a1`, T2 at `a2`): both reported down, and
+    /// nothing of their network left.
+    fn down_both(&self, env: &Env, a1: std::net::Ipv4Addr, a2: std::net::Ipv4Addr) {
+        let out = env.ok(&["down", T1, T2]);
+        assert_eq!(
+            out.lines().collect::<Vec<_>>(),
+            [format!("{T1}: down"), format!("{T2}: down")],
+            "{out}"
+        );
+        self.assert_nothing_left_of(&[a1, a2]);
+    }
     fn nft_has(table: &str) -> bool {
         Command::new("nft")
             .args(["list", "table", "inet", table])
@@ -2822,14 +2833,8 @@ fn private_net_down_removes_the_pair_also_when_something_outside_holds_the_names
     let a2 = private_tenant(&env, T2);
     assert_eq!(net.host_ends().len(), 2, "{:?}", net.host_ends());
     let held = std::fs::File::open(format!("/proc/{}/ns/net", env.init_pid(T1))).unwrap();
-    let out = env.ok(&["down", T1, T2]);
-    assert_eq!(
-        out.lines().collect::<Vec<_>>(),
-        [format!("{T1}: down"), format!("{T2}: down")],
-        "{out}"
-    );
     // The held namespace's pair too.
-    net.assert_nothing_left_of(&[a1, a2]);
+    net.down_both(&env, a1, a2);
     drop(held);
     // The same tenant again, at once: its lease, address and host end's
     // name are free.
@@ -2878,13 +2883,7 @@ fn private_net_down_of_several_bridged_tenants_retires_their_bridge() {
         a["lease"] = moved.display().to_string().into();
         std::fs::write(&p, serde_json::to_vec(&a).unwrap()).unwrap();
     }
-    let out = env.ok(&["down", T1, T2]);
-    assert_eq!(
-        out.lines().collect::<Vec<_>>(),
-        [format!("{T1}: down"), format!("{T2}: down")],
-        "{out}"
-    );
-    net.assert_nothing_left_of(&[a1, a2]);
+    net.down_both(&env, a1, a2);
     assert!(
         !Path::new("/sys/class/net").join(&br).exists(),
         "{br} retired with its last port"

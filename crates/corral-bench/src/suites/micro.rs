@@ -190,7 +190,8 @@ struct Mode {
 
 pub fn run(ctx: &mut Ctx) -> Result<()> {
     let level = ctx.level();
-    if chosen_tests(level).is_empty() {
+    let chosen = chosen_tests(level);
+    if chosen.is_empty() {
         let all: Vec<&str> = tests(level).into_iter().map(|(n, ..)| n).collect();
         return Err(BenchError::suite(
             SUITE,
@@ -279,12 +280,11 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
             failed: None,
         })
         .collect();
-    let mut samples: Vec<Vec<Samples>> =
-        vec![vec![Samples::new(); MODES.len()]; chosen_tests(level).len()];
-    let mut notes: Vec<Vec<Vec<String>>> =
-        vec![vec![Vec::new(); MODES.len()]; chosen_tests(level).len()];
+    let mut samples: Vec<Vec<Samples>> = vec![vec![Samples::new(); MODES.len()]; chosen.len()];
+    let mut notes: Vec<Vec<Vec<String>>> = vec![vec![Vec::new(); MODES.len()]; chosen.len()];
     for rep in 0..reps(level) {
-        for (ti, (test, args, ms)) in chosen_tests(level).into_iter().enumerate() {
+        for (ti, (test, args, ms)) in chosen.iter().enumerate() {
+            let ms = *ms;
             let args: Vec<String> = std::iter::once(args[0].clone())
                 .chain(std::iter::once(ms.to_string()))
                 .chain(args[1..].iter().filter(|a| *a != "@").cloned())
@@ -345,7 +345,7 @@ pub fn run(ctx: &mut Ctx) -> Result<()> {
             }
         }
     }
-    for (ti, (test, _, _)) in chosen_tests(level).into_iter().enumerate() {
+    for (ti, (test, _, _)) in chosen.iter().enumerate() {
         for (mi, m) in modes.iter().enumerate() {
             let mut row = std::mem::take(&mut samples[ti][mi]).into_row(SUITE, test, m.name);
             if let Some(why) = &m.failed {
