@@ -457,7 +457,17 @@ fn detach_with(a: &Attached, wait: Option<std::time::Duration>, on_bridge: bool)
     // its namespace, e.g. a socket passed out) is deleted, as it always was;
     // so is one whose namespace is alive (no `wait`). Deleted before the
     // lease goes, so that no next holder of the address meets it.
-    if !wait.is_some_and(|limit| wait_link_gone(&a.host_if, limit)) {
+    // A bridged tenant's port must have left its bridge before the bridge's
+    // ports are counted below; that happens after the name leaves the name
+    // table (`wait_link_gone`), and before the device's sysfs directory goes.
+    let gone = |limit| {
+        if on_bridge {
+            wait_unregistered(&a.host_if, limit)
+        } else {
+            wait_link_gone(&a.host_if, limit)
+        }
+    };
+    if !wait.is_some_and(gone) {
         if let Ok(mut nl) = Netlink::open() {
             let _ = nl.request(del_link(&a.host_if));
         }
@@ -488,10 +498,29 @@ pub const GONE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// after that), every 0.5 ms at first, then less often. Only "no such
 /// device" counts as gone; any other failure as there (fail closed).
 pub fn wait_link_gone(name: &str, limit: std::time::Duration) -> bool {
+    poll_until(limit, || index_of(name) == Err(Errno::ENODEV))
+}
+
+/// Whether the host's interface `name` has no sysfs directory within
+/// `limit`: the last step of its unregistration (under the rtnl lock, which
+/// `if_nametoindex` does not take), after it left the name table and after
+/// the notifiers ran that take a port off its bridge. An error other than
+/// "not found" counts as there (fail closed).
+fn wait_unregistered(name: &str, limit: std::time::Duration) -> bool {
+    let path = Path::new("/sys/class/net").join(name);
+    poll_until(
+        limit,
+        || matches!(std::fs::symlink_metadata(&path), Err(e) if e.kind() == std::io::ErrorKind::NotFound),
+    )
+}
+
+/// Whether `done` holds within `limit`, asked every 0.5 ms at first, then
+/// less often (up to every 8 ms).
+fn poll_until(limit: std::time::Duration, done: impl Fn() -> bool) -> bool {
     let start = std::time::Instant::now();
     let mut step = std::time::Duration::from_micros(500);
     loop {
-        if index_of(name) == Err(Errno::ENODEV) {
+        if done() {
             return true;
         }
         let left = limit.saturating_sub(start.elapsed());
@@ -1746,6 +1775,11 @@ mod tests {
         let t = std::time::Instant::now();
         let limit = std::time::Duration::from_millis(60);
         assert!(!wait_link_gone("lo", limit));
+        assert!(t.elapsed() >= limit, "{:?}", t.elapsed());
+        // The same by the sysfs directory (a bridge's port).
+        assert!(wait_unregistered("corral-no-such-if", GONE_WAIT));
+        let t = std::time::Instant::now();
+        assert!(!wait_unregistered("lo", limit));
         assert!(t.elapsed() >= limit, "{:?}", t.elapsed());
     }
 }
